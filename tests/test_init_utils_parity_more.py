@@ -573,3 +573,29 @@ def test_parametrized_modules_deepcopy_but_refuse_pickling_as_pytorch():
     fresh = nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
     fresh.load_state_dict(pickle.loads(pickle.dumps(m.state_dict())))
     np.testing.assert_array_equal(fresh(x).numpy(), m(x).numpy())
+
+
+@pytest.mark.parametrize("conv, bn, fmt, shape", [
+    (nn.Conv2d, nn.BatchNorm2d, mf.channels_last, (2, 3, 6, 6)),
+    (nn.ConvTranspose2d, nn.BatchNorm2d, mf.channels_last, (2, 3, 6, 6)),
+    (nn.Conv3d, nn.BatchNorm3d, mf.channels_last_3d, (1, 3, 4, 4, 4)),
+])
+def test_fused_convolution_keeps_a_channels_last_weight_layout(conv, bn, fmt, shape):
+    """PyTorch's fused weight is the product of the weight and the per-channel scale, so it keeps a
+    channels-last weight's layout; the fused layer computes bn(conv(x)) (a float64 NumPy check of the folding:
+    w * gamma / sqrt(var + eps) along the output channels)."""
+    rng = np.random.RandomState(0)
+    c, b = conv(3, 4, 3).eval(), bn(4).eval()
+    with mf.no_grad():
+        b.running_mean.copy_(mf.tensor(rng.randn(4), dtype=mf.float32))
+        b.running_var.copy_(mf.tensor(rng.rand(4) + 0.5, dtype=mf.float32))
+        b.weight.copy_(mf.tensor(rng.randn(4), dtype=mf.float32))
+    c.to(memory_format=fmt)
+    fused = nn.utils.fuse_conv_bn_eval(c, b, transpose=conv is nn.ConvTranspose2d)
+    assert fused.weight.is_contiguous(memory_format=fmt) and not fused.weight.is_contiguous()
+    scale = b.weight.numpy().astype(np.float64) / np.sqrt(b.running_var.numpy().astype(np.float64) + b.eps)
+    axis = 1 if conv is nn.ConvTranspose2d else 0
+    want = c.weight.detach().numpy() * scale.reshape([-1 if d == axis else 1 for d in range(c.weight.ndim)])
+    np.testing.assert_allclose(fused.weight.detach().numpy(), want, rtol=1e-6)
+    x = mf.tensor(rng.randn(*shape), dtype=mf.float32)
+    np.testing.assert_allclose(fused(x).numpy(), b(c(x)).numpy(), rtol=1e-5, atol=1e-5)

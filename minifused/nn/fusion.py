@@ -5,6 +5,7 @@ import copy
 
 from .. import ops
 from ..autograd import no_grad
+from ..ops.shape import channels_last, channels_last_3d
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .linear import Linear
 from .module import Parameter
@@ -39,7 +40,10 @@ def _folded(w, b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose=False):
         else:
             weight = w * ops.reshape(scale, -1, *(1,) * (w.ndim - 1))
     b_like = w if b is None else b
-    return (Parameter(weight.to(w.dtype).contiguous(), w.requires_grad),
+    fmt = next((f for n, f in ((4, channels_last), (5, channels_last_3d))  # the weight's layout kept, as PyTorch's
+                if w.ndim == n and w.is_contiguous(memory_format=f) and not w.is_contiguous()), None)
+    weight = weight.to(w.dtype)
+    return (Parameter(weight.contiguous() if fmt is None else weight.contiguous(memory_format=fmt), w.requires_grad),
             Parameter(bias.to(b_like.dtype).contiguous(), b is not None and b.requires_grad))
 
 
@@ -70,9 +74,9 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
         raise InputError(f"fuse_conv_bn_eval: a {type(conv).__name__} needs transpose={transposed}, got "
                          f"transpose={transpose}")
     if conv.training or bn.training:
-        raise UnfusableError(f"fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm uses "
-                         f"the batch's statistics, which no fixed weight can fold), got conv.training={conv.training}, "
-                         f"bn.training={bn.training}")
+        raise UnfusableError(f"fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm "
+                             f"uses the batch's statistics, which no fixed weight can fold), got "
+                             f"conv.training={conv.training}, bn.training={bn.training}")
     if bn.running_mean is None:
         raise UnfusableError("fuse_conv_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if getattr(conv, "activation", None) is not None:
@@ -106,8 +110,8 @@ def fuse_linear_bn_eval(linear, bn):
         raise InputTypeError(f"fuse_linear_bn_eval: expected a Linear and a BatchNorm, got {type(linear).__name__} and "
                              f"{type(bn).__name__}")
     if linear.training or bn.training:
-        raise UnfusableError(f"fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval), got "
-                         f"linear.training={linear.training}, bn.training={bn.training}")
+        raise UnfusableError(f"fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval), "
+                             f"got linear.training={linear.training}, bn.training={bn.training}")
     if bn.running_mean is None:
         raise UnfusableError("fuse_linear_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if linear.activation is not None:
@@ -115,7 +119,7 @@ def fuse_linear_bn_eval(linear, bn):
                          f"a BatchNorm straight after the layer folds")
     if bn.num_features not in (linear.out_features, 1):
         raise UnfusableError(f"fuse_linear_bn_eval: to fuse, linear.out_features == bn.num_features or "
-                         f"bn.num_features == 1; got {linear.out_features} and {bn.num_features}")
+                             f"bn.num_features == 1; got {linear.out_features} and {bn.num_features}")
     fused = copy.deepcopy(linear)
     weight, bias = fuse_linear_bn_weights(linear.weight, linear.bias, bn.running_mean, bn.running_var, bn.eps,
                                           bn.weight, bn.bias)
