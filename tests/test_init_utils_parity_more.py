@@ -599,3 +599,18 @@ def test_fused_convolution_keeps_a_channels_last_weight_layout(conv, bn, fmt, sh
     np.testing.assert_allclose(fused.weight.detach().numpy(), want, rtol=1e-6)
     x = mf.tensor(rng.randn(*shape), dtype=mf.float32)
     np.testing.assert_allclose(fused(x).numpy(), b(c(x)).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_skip_init_refuses_what_is_no_module_class():
+    """skip_init takes a Module subclass: PyTorch raises RuntimeError for another class and (issubclass's)
+    TypeError for an instance; both types here, naming skip_init. A class without a device argument:
+    RuntimeError. A good call consumes no random numbers and leaves the parameters zero."""
+    for bad in (int, nn.Linear(2, 2)):
+        with pytest.raises(TypeError, match="skip_init: Expected a Module") as info:
+            nn.utils.skip_init(bad)
+        assert isinstance(info.value, RuntimeError)
+    mf.manual_seed(0)
+    want = mf.rand(3).tolist()
+    mf.manual_seed(0)
+    lin = nn.utils.skip_init(nn.Linear, 5, 4)
+    assert mf.rand(3).tolist() == want and lin.weight.shape == (4, 5) and not lin.weight.detach().numpy().any()

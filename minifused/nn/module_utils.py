@@ -19,7 +19,7 @@ def skip_init(module_cls, *args, **kwargs):
     afterwards, so no random numbers are consumed, its tensors are zeroed, and it is moved to ``device``
     (the default device when none is given). ``module_cls`` must take a ``device`` argument."""
     if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
-        raise RuntimeError(f"Expected a Module; got {module_cls}")
+        raise InputTypeError(f"skip_init: Expected a Module; got {module_cls}")  # (a TypeError for an instance too)
     if "device" not in inspect.signature(module_cls).parameters:
         raise RuntimeError("Module must support a 'device' arg to skip initialization")
     final = backend.device(kwargs.pop("device", None))
