@@ -24,11 +24,13 @@ def _host(array):
 
 
 def _differentiable(outputs):
-    return [o for o in outputs if backend.is_floating(o.dtype)]
+    """The outputs gradcheck checks: those that require grad (PyTorch's ``_differentiable_outputs``)."""
+    return [o for o in outputs if o.requires_grad]
 
 
-def _numeric(func, inputs, t, eps, n_out):
-    """The numeric Jacobian of each floating output with respect to ``t``: (out.size, t.size) float64 arrays."""
+def _numeric(func, inputs, t, eps, keep):
+    """The numeric Jacobian, with respect to ``t``, of the outputs at positions ``keep``: (out.size, t.size) float64
+    arrays."""
     host = _host(t._data).copy()
     flat, original = host.reshape(-1), t._data
     cols = None
@@ -41,7 +43,7 @@ def _numeric(func, inputs, t, eps, n_out):
                 t._data = backend.to_device(host, t.device)
                 with no_grad():
                     _, outs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradcheck", True)
-                values.append([_host(o._data).astype(np.float64).reshape(-1) for o in _differentiable(outs)])
+                values.append([_host(outs[k]._data).astype(np.float64).reshape(-1) for k in keep])
             flat[i] = value
             if cols is None:
                 cols = [np.zeros((v.size, flat.size)) for v in values[0]]
@@ -49,7 +51,7 @@ def _numeric(func, inputs, t, eps, n_out):
                 c[:, i] = (plus - minus) / (2 * eps)
     finally:
         t._data = original
-    return cols if cols is not None else [np.zeros((0, 0))] * n_out
+    return cols if cols is not None else [np.zeros((0, 0))] * len(keep)
 
 
 def _analytic(out, inputs, check_grad_dtypes):
@@ -103,13 +105,24 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. As a "
                           f"result, the check may fail", UserWarning, stacklevel=2)
     if not check_backward_ad:
-        return True
+        raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")
     with enable_grad():
         _, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradcheck", True)
-    outputs = _differentiable(outputs)
+    # the outputs that require grad are checked, as PyTorch's; with none, every floating output's numeric Jacobian
+    # must be zero
+    keep = [k for k, o in enumerate(outputs) if o.requires_grad]
+    if not keep:
+        floating = [k for k, o in enumerate(outputs) if backend.is_floating(o.dtype)]
+        if any(np.any(n != 0) for _, t in diff for n in _numeric(func, inputs, t, eps, floating)):
+            if not raise_exception:
+                return False
+            raise GradcheckError("gradcheck: numerical gradient for function expected to be zero (no output "
+                                 "requires grad)")
+        return True
+    outputs = [outputs[k] for k in keep]
     analytic = [_analytic(o, [t for _, t in diff], check_grad_dtypes) for o in outputs]
     for j, (i, t) in enumerate(diff):
-        numeric = _numeric(func, inputs, t, eps, len(outputs))
+        numeric = _numeric(func, inputs, t, eps, keep)
         for k in range(len(outputs)):
             a, n = analytic[k][j], numeric[k]
             if not np.allclose(a, n, rtol=rtol, atol=atol, equal_nan=True):
@@ -127,9 +140,10 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                   check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
                   check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False, masked=False):
     """Check second-order gradients (PyTorch's ``gradgradcheck``, its signature): :func:`gradcheck` of the function
-    that maps (inputs, grad_outputs) to the gradients of ``func``'s floating outputs, weighted by grad_outputs, with
-    respect to the inputs that require grad, taken with ``create_graph=True``. ``grad_outputs`` default to standard
-    normal draws (fixed seed) in the outputs' dtypes, which require grad, so the check covers both arguments."""
+    that maps (inputs, grad_outputs) to the gradients of ``func``'s outputs that require grad, weighted by
+    grad_outputs, with respect to the inputs that require grad, taken with ``create_graph=True``. ``grad_outputs``
+    default to standard normal draws (fixed seed) in the outputs' dtypes, which require grad, so the check covers
+    both arguments."""
     for name, value in (("check_batched_grad", check_batched_grad), ("check_fwd_over_rev", check_fwd_over_rev)):
         if value:
             raise NotImplementedError(f"gradgradcheck: {name}=True is not supported (minifused has no vmap or "
@@ -137,7 +151,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     if masked:
         raise NotImplementedError("gradgradcheck: masked=True is not supported")
     if not check_rev_over_rev:
-        return True
+        raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")
     T = _tape._Tensor
     inputs = (inputs,) if isinstance(inputs, T) else tuple(inputs)
     wanted = [i for i, t in enumerate(inputs) if isinstance(t, T) and t.requires_grad]
