@@ -482,3 +482,28 @@ def test_custom_function_saving_its_output_differentiates_twice():
     (k,) = autograd.grad(h.sum(), x)
     for d in (g, h, k):
         np.testing.assert_allclose(d.detach().numpy(), np.exp([0.5, -1.0]), rtol=1e-15)
+
+
+# ---------------------------------------------------------------- 7. gradcheck
+def test_gradcheck_checks_the_outputs_that_require_grad():
+    # PyTorch: outputs that do not require grad are left out; with none, the numeric Jacobian must be zero
+    x = leaf([1.0, 2.0])
+    assert autograd.gradcheck(lambda a: (a * 2, a.detach() * 3), (x,))
+    assert autograd.gradcheck(lambda a: a.detach() * 0 + 1, (x,))  # constant: numerically zero too
+    assert autograd.gradcheck(lambda a: a.detach() * 3, (x,), raise_exception=False) is False
+    with pytest.raises(autograd.GradcheckError, match="numerical gradient for function expected to be zero"):
+        autograd.gradcheck(lambda a: a.detach() * 3, (x,))
+    with pytest.raises(AssertionError, match="at least one of check_forward_ad or check_backward_ad"):
+        autograd.gradcheck(lambda a: a, (x,), check_backward_ad=False)
+    with pytest.raises(AssertionError, match="at least one of check_forward_ad or check_backward_ad"):
+        autograd.gradgradcheck(lambda a: a, (x,), check_rev_over_rev=False)
+
+
+def test_backward_grad_variables_is_deprecated():
+    # PyTorch: FutureWarning for grad_variables; with grad_tensors too, a RuntimeError
+    x = leaf([1.0, 2.0])
+    with pytest.warns(FutureWarning, match="`grad_variables` is deprecated"):
+        autograd.backward([x * 2], grad_variables=[mf.ones(2, dtype=mf.float64)])
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    with pytest.warns(FutureWarning), pytest.raises(RuntimeError, match="both passed to `backward\\(\\)`"):
+        autograd.backward([x * 2], [mf.ones(2)], grad_variables=[mf.ones(2)])

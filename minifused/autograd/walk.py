@@ -32,6 +32,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     grad mode off, as PyTorch's (a hook's arithmetic records nothing; a post-accumulate-grad
     hook may update its parameter in place).
     """
+    if grad_variables is not None:  # (PyTorch's deprecated spelling)
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.", FutureWarning, stacklevel=2)
+        if grad_tensors is not None:
+            raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
+                               "`backward()`. Please only use `grad_tensors`.")
     single = not isinstance(tensors, (list, tuple))
     roots = [tensors] if single else list(tensors)
     grads = grad_tensors if grad_tensors is not None else grad_variables
