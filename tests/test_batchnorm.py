@@ -1288,7 +1288,8 @@ def test_sequential_skips_fusion_for_subclasses_that_override_forward():
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), lambda: mf.randn(2, 2, 5, 5), ValueError,
      "conv2d: input has 2 channels"),
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, momentum=0.5), nn.ReLU()),
-     lambda: mf.tensor(np.ones((2, 3, 5, 5), np.int64)), TypeError, "conv2d: unsupported dtype int64")])
+     lambda: mf.tensor(np.ones((2, 3, 5, 5), np.int64)), TypeError,
+     "conv2d: input, weight and bias must have one dtype, got int64, float32")])
 def test_sequential_conv_bn_bad_input_changes_nothing(make, x, exc, words):
     """The fused op refuses what the two modules refuse, with the same message, before changing any state."""
     seq = make()

@@ -2066,7 +2066,7 @@ def test_conv2d_padding_modes_keep_a_channels_last_input_channels_last(mode):
     (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), mf.ones(4, dtype=mf.float64)),
      r"conv1d: bias must have shape \(3,\) to match out_channels, got \(4,\)"),
     (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), groups=0), r"conv1d: groups must be a positive int"),
-    (lambda x: F.conv1d(x.long(), mf.ones(3, 4, 2, dtype=mf.int64)), r"conv1d: unsupported dtype int64"),
+    (lambda x: F.conv1d(x.bool(), mf.ones(3, 4, 2, dtype=mf.bool_)), r"conv1d: unsupported dtype bool"),
     (lambda x: nn.Conv1d(3, 2, 2, dtype=mf.float64)(x),
      r"conv1d: input has 4 channels \(shape \(2, 4, 9\)\) but weight of shape \(2, 3, 2\) with groups=1 expects 3"),
 ])

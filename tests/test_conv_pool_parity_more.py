@@ -253,9 +253,9 @@ def test_pad_keeps_a_channels_last_3d_layout(pads, mode, keeps):
     np.testing.assert_array_equal(y.numpy(), ref)
 
 
-@pytest.mark.parametrize("dtype,x_cl,w_cl,expect_cl", [(mf.float32, True, False, True), (mf.float32, False, True, True),
-                                                       (mf.bfloat16, True, True, True), (mf.float32, False, False, False),
-                                                       (mf.float64, True, True, False)])
+@pytest.mark.parametrize("dtype,x_cl,w_cl,expect_cl", [
+    (mf.float32, True, False, True), (mf.float32, False, True, True), (mf.bfloat16, True, True, True),
+    (mf.float32, False, False, False), (mf.float64, True, True, False)])
 def test_conv3d_result_layout_follows_pytorchs_rule(dtype, x_cl, w_cl, expect_cl):
     """PyTorch's conv3d and conv_transpose3d return channels_last_3d where the input or the weight is laid out so,
     except in float64 (its slow_conv3d path, and cuDNN's rule) which returns contiguous results. The values do not
@@ -277,7 +277,59 @@ def test_fractional_max_pool_errors_as_pytorchs():
     with pytest.raises(NotImplementedError, match="fractional_max_pool2d: expected a floating-point input, got dtype "
                                                   "int64"):
         F.fractional_max_pool2d(mf.zeros(1, 2, 6, 6, dtype=mf.int64), 2, 3)
-    for pool, x in ((F.fractional_max_pool2d, mf.zeros(1, 2, 6, 6)), (F.fractional_max_pool3d, mf.zeros(1, 2, 6, 6, 6))):
+    for pool, x in ((F.fractional_max_pool2d, mf.zeros(1, 2, 6, 6)),
+                    (F.fractional_max_pool3d, mf.zeros(1, 2, 6, 6, 6))):
         with pytest.raises(ValueError, match="kernel size should be greater than zero") as info:
             pool(x, 0, 3)
         assert isinstance(info.value, RuntimeError)
+
+
+# ---------------------------------------------------------------- integer convolutions (cpu)
+def _conv2d_ref(x, w, b, stride, padding, groups):
+    """Direct int64 convolution: out[n, k, i, j] = b[k] + sum over the group's channels and taps (``padding`` an
+    int or (height, width))."""
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    x = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    n, _, h, wd = x.shape
+    k, cg, r, s = w.shape
+    oh, ow = (h - r) // stride + 1, (wd - s) // stride + 1
+    out = np.zeros((n, k, oh, ow), np.int64)
+    for kk in range(k):
+        g = kk // (k // groups)
+        for i in range(oh):
+            for j in range(ow):
+                patch = x[:, g * cg:(g + 1) * cg, i * stride:i * stride + r, j * stride:j * stride + s]
+                out[:, kk, i, j] = (patch * w[kk].astype(np.int64)).sum(axis=(1, 2, 3))
+    return out + (0 if b is None else b.astype(np.int64)[None, :, None, None])
+
+
+@pytest.mark.parametrize("stride,padding,groups", [(1, 0, 1), (2, 1, 2), (1, 2, 1)])
+def test_integer_conv2d_as_pytorchs_cpu_convolution(stride, padding, groups):
+    """PyTorch's cpu convolutions take integer tensors (their slow path): exact sums in the input's dtype."""
+    r = np.random.default_rng(0)
+    x, w, b = r.integers(-50, 50, (2, 4, 6, 5)), r.integers(-9, 9, (6, 4 // groups, 3, 3)), r.integers(-9, 9, 6)
+    y = F.conv2d(mf.tensor(x), mf.tensor(w), mf.tensor(b), stride, padding, 1, groups)
+    assert y.dtype == mf.int64
+    np.testing.assert_array_equal(y.numpy(), _conv2d_ref(x, w, b, stride, padding, groups))
+    y1 = F.conv1d(mf.tensor(x[:, :, 0]), mf.tensor(w[:, :, 1]), None, stride, padding, 1, groups)
+    np.testing.assert_array_equal(y1.numpy(), _conv2d_ref(x[:, :, :1], w[:, :, 1:2], None, stride, (0, padding),
+                                                          groups)[:, :, 0])
+    y3 = F.conv3d(mf.tensor(x[:, :, None]), mf.tensor(w[:, :, None]), None, stride, (0, padding, padding), 1, groups)
+    np.testing.assert_array_equal(y3.numpy()[:, :, 0], _conv2d_ref(x, w, None, stride, padding, groups))
+
+
+def test_integer_conv2d_wraps_as_the_dtype():
+    """Sums in int8 wrap modulo 256 (two's complement), as PyTorch's int8 convolution: 100 * 3 * 36 taps = 10800,
+    which is 48 modulo 256; uint8 200 * 3 * 36 = 21600 is 96. A channels-last input gives a channels-last result."""
+    x8, w8 = mf.full((1, 4, 3, 3), 100, dtype=mf.int8), mf.full((1, 4, 3, 3), 3, dtype=mf.int8)
+    y = F.conv2d(x8, w8)
+    assert y.dtype == mf.int8 and y.item() == 48
+    xu, wu = mf.full((1, 4, 3, 3), 200, dtype=mf.uint8), mf.full((1, 4, 3, 3), 3, dtype=mf.uint8)
+    assert F.conv2d(xu, wu).item() == 96
+    x = mf.tensor(np.arange(2 * 3 * 4 * 4).reshape(2, 3, 4, 4) % 7).contiguous(memory_format=mf.channels_last)
+    y = F.conv2d(x, mf.ones(2, 3, 2, 2, dtype=mf.int64))
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    np.testing.assert_array_equal(y.numpy(), _conv2d_ref(x.numpy(), np.ones((2, 3, 2, 2), np.int64), None, 1, 0, 1))
+    # (conv3d of integers runs PyTorch's slow_conv3d: a contiguous result whatever the layout)
+    x3 = mf.tensor(np.arange(2 * 3 * 2 * 3 * 3).reshape(2, 3, 2, 3, 3)).contiguous(memory_format=mf.channels_last_3d)
+    assert F.conv3d(x3, mf.ones(2, 3, 1, 2, 2, dtype=mf.int64)).is_contiguous()

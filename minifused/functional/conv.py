@@ -7,6 +7,7 @@ import functools as _functools
 import numbers as _numbers
 
 from .. import backend as _backend
+from ..ops import cat as _cat
 from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
 from ..ops import resample as _resample
@@ -25,6 +26,17 @@ __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool
 CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
 _CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
+# what PyTorch's cpu convolutions take besides (its slow path; its cuda ones refuse them)
+_CONV_INTEGERS = frozenset({_backend.int8, _backend.uint8, _backend.int16, _backend.int32, _backend.int64})
+
+
+def _check_conv_dtype(op, input, integers=True):
+    """A convolution's input dtype: floating-point, or (``integers``) an integer one on the cpu, as PyTorch's."""
+    dtype = input.dtype
+    if dtype in _CONV_DTYPES or (integers and dtype in _CONV_INTEGERS and input.device.type == "cpu"):
+        return
+    raise DtypeNotImplementedError(f"{op}: unsupported dtype {dtype} on {input.device}; expected float32, float16, "
+                                   f"bfloat16 or float64" + (" (or an integer dtype on the cpu)" if integers else ""))
 
 
 _unbatched = unbatched(2)  # (C, H, W) inputs too
@@ -58,13 +70,37 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     implicit-GEMM kernels (fp16/bf16 tensor cores, fp32 on FFMA or TF32 when
     ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
     """
-    return _conv_ops.conv2d(*_conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation),
-                            activation)
+    args = _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation, integers=True)
+    if args[0].dtype in _CONV_INTEGERS:
+        return _integer_conv2d(*args, activation)
+    return _conv_ops.conv2d(*args, activation)
 
 
-def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation):
+def _integer_conv2d(input, weight, bias, stride, padding, dilation, groups, activation):
+    """PyTorch's cpu convolution of integer tensors (its slow path): the products and sums in the input's dtype,
+    wrapping on overflow as there (the same result modulo 2**bits whatever the order of the sums), as one unfold and
+    one integer matrix product per group; no gradient (integer tensors take none). Channels-last where the input
+    or the weight is, as there."""
+    n, k, (r, s) = input.shape[0], weight.shape[0], weight.shape[2:]
+    out = tuple((size + 2 * p - d * (kk - 1) - 1) // st + 1
+                for size, p, d, kk, st in zip(input.shape[2:], padding, dilation, (r, s), stride))
+    cols = _resample.UnfoldFn.apply(input, (r, s), dilation, padding, stride, out)  # (N, C*r*s, L), channel-major
+    kg, taps = k // groups, weight.shape[1] * r * s
+    parts = [_reshape(weight[g * kg:(g + 1) * kg], kg, taps) @ cols[:, g * taps:(g + 1) * taps] for g in range(groups)]
+    y = _reshape(parts[0] if groups == 1 else _cat(parts, 1), n, k, *out)
+    if bias is not None:
+        y = y + _reshape(bias, 1, k, 1, 1)
+    if activation == "relu":
+        y = y.clamp(min=0)
+    if _is_channels_last(input._data) or _is_channels_last(weight._data):
+        y = y.contiguous(memory_format=_channels_last)
+    return y
+
+
+def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation, integers=False):
     """:func:`conv2d`'s arguments checked (cast under autocast) and as its op takes them: ``(input, weight, bias,
-    stride, padding, dilation, groups)``, the input padded where 'same' pads unevenly."""
+    stride, padding, dilation, groups)``, the input padded where 'same' pads unevenly. ``integers``: integer
+    inputs taken on the cpu (by :func:`conv2d`, not the fused convolution-norm)."""
     op = "conv2d"
     input, weight, bias = _autocast_lower(input, weight, bias)
     groups = _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
@@ -99,12 +135,10 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
                          f"the padded input {h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape "
                          f"{tuple(input.shape)}, padding {padding})")
     dtype = input.dtype
-    if dtype not in _CONV_DTYPES:
-        raise DtypeNotImplementedError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or "
-                                       f"float64")
     if weight.dtype != dtype or (bias is not None and isinstance(bias, _Tensor) and bias.dtype != dtype):
         raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
                              + (f", {bias.dtype}" if bias is not None else "") + " (no implicit casts)")
+    _check_conv_dtype(op, input, integers)
     if bias is not None:
         if not isinstance(bias, _Tensor):
             raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
@@ -167,9 +201,7 @@ def _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, grou
         raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
     if isinstance(bias, _Tensor) and tuple(bias.shape) != (k,):
         raise InputError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
-    if input.dtype not in _CONV_DTYPES:  # (autocast casts floating inputs only: this holds under it too)
-        raise DtypeNotImplementedError(f"{op}: unsupported dtype {input.dtype}; expected float32, float16, "
-                                       f"bfloat16 or float64")
+    _check_conv_dtype(op, input)  # (autocast casts floating inputs only: this holds under it too)
     dtypes = [t.dtype for t in (input, weight, bias) if t is not None]
     if len(set(dtypes)) > 1:
         raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got "

@@ -18,7 +18,7 @@ from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import channels_last_3d, contiguous_format, reshape
 from ..tensor import Tensor
 from ._checks import _tensor_ints, _unpool_size, unbatched
-from .conv import (_CONV_DTYPES, SAME_ASYMMETRIC, _check_integer_pool, _pooling, avg_pool2d, conv2d,
+from .conv import (SAME_ASYMMETRIC, _check_conv_dtype, _check_integer_pool, _pooling, avg_pool2d, conv2d,
                    conv_transpose2d, max_pool2d)
 from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import DtypeNotImplementedError, InputError, InputTypeError
@@ -134,7 +134,7 @@ def _first_max(t, dim, inside=None):
 
 
 # ---------------------------------------------------------------- convolution
-def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
+def _check_conv3d(op, input, weight, bias, groups, layout, out_channels, integers=False):
     _check_volume(op, input)
     if not isinstance(weight, Tensor):
         raise InputTypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
@@ -145,9 +145,7 @@ def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
     if groups < 1:
         raise RuntimeError(f"{op}: groups must be a positive int, got {groups!r}")
     dtype = input.dtype
-    if dtype not in _CONV_DTYPES:
-        raise DtypeNotImplementedError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or "
-                                       f"float64")
+    _check_conv_dtype(op, input, integers)  # (integers: conv3d's, on the cpu, as PyTorch's)
     if weight.dtype != dtype or (isinstance(bias, Tensor) and bias.dtype != dtype):
         raise RuntimeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
                            + (f", {bias.dtype}" if isinstance(bias, Tensor) else "") + " (no implicit casts)")
@@ -164,12 +162,12 @@ def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
 
 def _conv_layout(input, weight):
     """The memory format of a 3-d convolution's result, as PyTorch's: channels_last_3d where the input or the weight
-    is laid out so (and is not also contiguous), but for float64, whose kernels (slow_conv3d; cuDNN's rule too)
-    return contiguous results."""
+    is laid out so (and is not also contiguous), but for float64 and integers, whose kernels (slow_conv3d; cuDNN's
+    rule too) return contiguous results."""
     def cl3d(t):
         return t.is_contiguous(memory_format=channels_last_3d) and not t.is_contiguous()
 
-    if input.dtype != backend.float64 and (cl3d(input) or cl3d(weight)):
+    if input.dtype in (backend.float32, backend.float16, backend.bfloat16) and (cl3d(input) or cl3d(weight)):
         return channels_last_3d
     return contiguous_format
 
@@ -192,7 +190,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     op = "conv3d"
     input, weight, bias = autocast_lower(input, weight, bias)
     _check_conv3d(op, input, weight, bias, groups, "(out_channels, in_channels/groups, kD, kH, kW)",
-                  weight.shape[0] if isinstance(weight, Tensor) and weight.ndim == 5 else 0)
+                  weight.shape[0] if isinstance(weight, Tensor) and weight.ndim == 5 else 0, integers=True)
     stride, dilation = _triple(op, "stride", stride, 1), _triple(op, "dilation", dilation, 1)
     k, cg, kd, kh, kw = weight.shape
     if isinstance(padding, str):
