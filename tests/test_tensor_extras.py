@@ -470,3 +470,29 @@ def test_gpu_creation_matches_pytorch(torch):
     s = mf.zeros(6, device="cuda")
     s.record_stream(mf.cuda.Stream())
     assert s.resize_(2, 2).shape == (2, 2) and s.storage_offset() == 0
+
+
+def test_nonzero_static_unsafe_splits_and_inplace_top_level_forms():
+    """torch.nonzero_static (the first ``size`` index rows, padded with fill_value), the unsafe_chunk /
+    unsafe_split / unsafe_split_with_sizes spellings of chunk / split / split_with_sizes, and the top-level
+    as_strided_ / resize_as_ / index_put_, as PyTorch's."""
+    x = mf.tensor([[0.0, 3.0], [1.0, 0.0], [0.0, 2.0]])
+    np.testing.assert_array_equal(mf.nonzero_static(x, size=5).numpy(),
+                                  [[0, 1], [1, 0], [2, 1], [-1, -1], [-1, -1]])
+    np.testing.assert_array_equal(x.nonzero_static(size=2, fill_value=9).numpy(), [[0, 1], [1, 0]])
+    assert mf.nonzero_static(x, size=0).shape == (0, 2) and mf.nonzero_static(x, size=4).dtype == mf.int64
+    assert mf.nonzero_static(mf.tensor(3.0), size=2).shape == (2, 0)
+    with pytest.raises(RuntimeError, match="nonzero_static: 'size' must be an non-negative integer"):
+        mf.nonzero_static(x, size=-1)
+    v = mf.arange(10.0)
+    for got, want in ((mf.unsafe_chunk(v, 3), v.chunk(3)), (mf.unsafe_split(v, 4), v.split(4)),
+                      (v.unsafe_split_with_sizes([3, 7]), v.split_with_sizes([3, 7])),
+                      (v.unsafe_chunk(4), mf.chunk(v, 4)), (v.unsafe_split([2, 8]), mf.split(v, [2, 8]))):
+        assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    y = mf.zeros(2)
+    assert mf.resize_as_(y, mf.zeros(3, 2)) is y and y.shape == (3, 2)
+    z = mf.zeros(3)
+    assert mf.index_put_(z, (mf.tensor([0, 2]),), mf.tensor([1.0, 2.0]), accumulate=True) is z
+    assert z.tolist() == [1.0, 0.0, 2.0]
+    s = mf.zeros(6)
+    assert mf.as_strided_(s, (2, 2), (1, 2)) is s and s.stride() == (1, 2)

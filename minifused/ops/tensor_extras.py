@@ -18,7 +18,8 @@ from .creation import multinomial as _multinomial, new_empty, tensor as _new_ten
 from .diagonals import Diagonal, _diagonal_dims, _diagonal_view
 from .elementwise import _zeros_graph, cast
 from .index import _in_bounds, index_put
-from .movement import split
+from .logic import nonzero
+from .movement import chunk, split
 from .scatter_reductions import scatter_reduce
 from .shape import expand, reshape, transpose
 from .sorting import _check_empty_dims
@@ -377,8 +378,37 @@ def _false(self):
     return False
 
 
+def nonzero_static(input, *, size, fill_value=-1):  # noqa: A002 - PyTorch's names
+    """:func:`nonzero`'s (n, ndim) int64 indices as a fixed (``size``, ndim) tensor, as ``torch.nonzero_static``:
+    the first ``size`` rows, or all of them then rows of ``fill_value``."""
+    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, got {size!r}")
+    found = nonzero(input)
+    rows = found.shape[0]
+    if rows >= size:
+        return found[:size].clone()
+    pad = found._xp.full((size - rows, found.shape[1]), fill_value, np.int64)
+    return Tensor._from_array(found._xp.concatenate([found._data, pad]))
+
+
+def unsafe_chunk(input, chunks, dim=0):  # noqa: A002 - PyTorch's names
+    """:func:`chunk` (PyTorch's variant skips its views' checks; the values are the same)."""
+    return chunk(input, chunks, dim)
+
+
+def unsafe_split(tensor, split_size_or_sections, dim=0):
+    """:func:`split` (PyTorch's variant skips its views' checks; the values are the same)."""
+    return split(tensor, split_size_or_sections, dim)
+
+
+def unsafe_split_with_sizes(input, split_sizes, dim=0):  # noqa: A002 - PyTorch's names
+    """:func:`split_with_sizes` (PyTorch's variant skips its views' checks; the values are the same)."""
+    return split_with_sizes(input, split_sizes, dim)
+
+
 __all__ = ["split_with_sizes", "unique_consecutive", "put", "index_reduce", "diagonal_scatter", "real", "conj",
-           "conj_physical", "angle", "adjoint"]
+           "conj_physical", "angle", "adjoint", "nonzero_static", "unsafe_chunk", "unsafe_split",
+           "unsafe_split_with_sizes"]
 METHODS = {name: globals()[name] for name in __all__ if name not in ("real",)}
 METHODS.update({
     "new": new, "multinomial": _multinomial_method,

@@ -23,7 +23,8 @@ _COPIES = ("view_copy", "permute_copy", "expand_copy", "t_copy", "transpose_copy
            "diagonal_copy", "detach_copy", "alias_copy", "narrow_copy")
 __all__ = list(_UNARY_FORMS + _QUERIES + _COPIES) + [
     "clamp_", "clip_", "clamp_min_", "clamp_max_", "round_", "logit_", "xlogy_", "ldexp_", "nan_to_num_", "fill_",
-    "fill", "fix", "fix_", "is_same_size", "is_conj", "is_neg", "resolve_conj", "resolve_neg"]
+    "fill", "fix", "fix_", "is_same_size", "is_conj", "is_neg", "resolve_conj", "resolve_neg", "as_strided_",
+    "resize_as_", "index_put_"]
 
 
 def _tensor(op, input, name="input"):
@@ -76,6 +77,18 @@ def clamp_max_(input, max):  # noqa: A002
 
 def round_(input, *, decimals=0):
     return _tensor("round_", input).round_(decimals=decimals)
+
+
+def as_strided_(input, size, stride, storage_offset=None):
+    return _tensor("as_strided_", input).as_strided_(size, stride, storage_offset)
+
+
+def resize_as_(input, the_template, *, memory_format=None):
+    return _tensor("resize_as_", input).resize_as_(the_template, memory_format=memory_format)
+
+
+def index_put_(input, indices, values, accumulate=False):
+    return _tensor("index_put_", input).index_put_(indices, values, accumulate)
 
 
 def logit_(input, eps=None):
