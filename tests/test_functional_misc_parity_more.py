@@ -114,6 +114,12 @@ def test_rms_norm_weight_of_another_dtype(xdt, wdt):
     np.testing.assert_allclose(_np(wt.grad), xn.sum(0), rtol=4 * tol, atol=4 * tol)
 
 
+def test_rms_norm_integer_input_not_implemented():
+    """An integer input has no rms_norm: PyTorch's NotImplementedError (a TypeError too here)."""
+    with pytest.raises(NotImplementedError, match="rms_norm: expected a float32, float16, bfloat16 or float64"):
+        F.rms_norm(mf.ones(2, 3, dtype=mf.int64), (3,))
+
+
 @pytest.mark.parametrize("shape,ns,fmt", [((2, 3, 4, 5), (5,), mf.channels_last),
                                           ((2, 3, 4, 5), (4, 5), mf.channels_last),
                                           ((2, 3, 2, 4, 5), (5,), mf.channels_last_3d)])

@@ -342,6 +342,9 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     autocast region, as PyTorch's."""
     op = "rms_norm"
     input, weight = _autocast_float32(input, weight, devices=_CUDA)
+    if isinstance(input, _Tensor) and input.dtype not in _NORM_DTYPES:  # (PyTorch's NotImplementedError)
+        raise _backend.DtypeNotImplementedError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got "
+                                                f"{input.dtype}")
     if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and weight.dtype != input.dtype \
             and input.dtype in _NORM_DTYPES and (_backend.is_floating(weight.dtype) or weight.dtype.kind in "iu"):
         if input.device.type == "cpu":
