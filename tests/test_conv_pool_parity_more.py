@@ -333,3 +333,48 @@ def test_integer_conv2d_wraps_as_the_dtype():
     # (conv3d of integers runs PyTorch's slow_conv3d: a contiguous result whatever the layout)
     x3 = mf.tensor(np.arange(2 * 3 * 2 * 3 * 3).reshape(2, 3, 2, 3, 3)).contiguous(memory_format=mf.channels_last_3d)
     assert F.conv3d(x3, mf.ones(2, 3, 1, 2, 2, dtype=mf.int64)).is_contiguous()
+
+
+def _conv_transpose2d_ref(x, w, stride, padding, output_padding, groups, dilation):
+    """Direct int64 transposed convolution: each input element times each tap of its weight slice, added at
+    (i * stride - padding + tap * dilation) of the output (positions outside it dropped); the geometry an int or
+    (height, width) pairs."""
+    def pair(v):
+        return (v, v) if isinstance(v, int) else v
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = (pair(v) for v in (stride, padding, output_padding, dilation))
+    n, cin, h, wd = x.shape
+    _, cg, r, s = w.shape
+    oh = (h - 1) * sh - 2 * ph + dh * (r - 1) + oph + 1
+    ow = (wd - 1) * sw - 2 * pw + dw * (s - 1) + opw + 1
+    out = np.zeros((n, cg * groups, oh, ow), np.int64)
+    for ci in range(cin):
+        g = ci // (cin // groups)
+        for i in range(h):
+            for j in range(wd):
+                for a in range(r):
+                    for b in range(s):
+                        y, z = i * sh - ph + a * dh, j * sw - pw + b * dw
+                        if 0 <= y < oh and 0 <= z < ow:
+                            out[:, g * cg:(g + 1) * cg, y, z] += x[:, ci, i, j, None] * w[ci, :, a, b]
+    return out
+
+
+@pytest.mark.parametrize("stride,padding,output_padding,groups,dilation", [(1, 0, 0, 1, 1), (2, 1, 1, 2, 1),
+                                                                           (3, 2, 1, 1, 2), (1, 1, 1, 2, 2)])
+def test_integer_conv_transpose_as_pytorchs(stride, padding, output_padding, groups, dilation):
+    """PyTorch's cpu transposed convolutions take int64 tensors: exact sums, bias added (1-D and 3-D too)."""
+    r = np.random.default_rng(1)
+    x, w, b = r.integers(-20, 20, (2, 4, 4, 3)), r.integers(-9, 9, (4, 3, 3, 2)), r.integers(-9, 9, 3 * groups)
+    ref = _conv_transpose2d_ref(x, w, stride, padding, output_padding, groups, dilation) + b[None, :, None, None]
+    y = F.conv_transpose2d(mf.tensor(x), mf.tensor(w), mf.tensor(b), stride, padding, output_padding, groups,
+                           dilation)
+    assert y.dtype == mf.int64
+    np.testing.assert_array_equal(y.numpy(), ref)
+    y3 = F.conv_transpose3d(mf.tensor(x[:, :, None]), mf.tensor(w[:, :, None]), mf.tensor(b), stride,
+                            (0, padding, padding), (0, output_padding, output_padding), groups, dilation)
+    np.testing.assert_array_equal(y3.numpy()[:, :, 0], ref)  # (a depth of one: stride and dilation do not act)
+    y1 = F.conv_transpose1d(mf.tensor(x[:, :, 0]), mf.tensor(w[:, :, 0]), None, stride, padding, output_padding,
+                            groups, dilation)
+    ref1 = _conv_transpose2d_ref(x[:, :, :1], w[:, :, :1], (1, stride), (0, padding), (0, output_padding), groups,
+                                 (1, dilation))
+    np.testing.assert_array_equal(y1.numpy(), ref1[:, :, 0])

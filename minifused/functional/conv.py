@@ -264,12 +264,10 @@ def _conv_transpose2d(op, input, weight, bias, stride, padding, output_padding, 
         raise InputError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight {tuple(weight.shape)}, "
                          f"stride {stride}, padding {padding}: output size {out})")
     dtype = input.dtype
-    if dtype not in _CONV_DTYPES:
-        raise DtypeNotImplementedError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or "
-                                       f"float64")
     if weight.dtype != dtype or (isinstance(bias, _Tensor) and bias.dtype != dtype):
         raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
                              + (f", {bias.dtype}" if isinstance(bias, _Tensor) else "") + " (no implicit casts)")
+    _check_conv_dtype(op, input)
     if bias is not None:
         if not isinstance(bias, _Tensor):
             raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
@@ -279,8 +277,27 @@ def _conv_transpose2d(op, input, weight, bias, stride, padding, output_padding, 
     if weight.device != input.device or (bias is not None and bias.device != input.device):
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
-    y = _conv_ops.conv_transpose2d(input, weight, (n, cg * groups) + out, stride, padding, dilation, groups)
+    if dtype in _CONV_INTEGERS:
+        y = _integer_conv_transpose2d(input, weight, out, stride, padding, dilation, groups)
+    else:
+        y = _conv_ops.conv_transpose2d(input, weight, (n, cg * groups) + out, stride, padding, dilation, groups)
     return y if bias is None else y + _reshape(bias, 1, -1, 1, 1)
+
+
+def _integer_conv_transpose2d(input, weight, out, stride, padding, dilation, groups):
+    """PyTorch's cpu transposed convolution of integer tensors (no bias): per group the weight's (C_in/groups,
+    C_out/groups*kH*kW) matrix, transposed, times the input's (C_in/groups, H*W) columns, folded into the (N, C_out,
+    *out) image (its sums in the input's dtype, wrapping as there); channels-last where the input or the weight is."""
+    n, cin, h, w = input.shape
+    cin_g, taps = cin // groups, weight.shape[1] * weight.shape[2] * weight.shape[3]
+    x = _reshape(input, n, cin, h * w)
+    parts = [_reshape(weight[g * cin_g:(g + 1) * cin_g], cin_g, taps).t() @ x[:, g * cin_g:(g + 1) * cin_g]
+             for g in range(groups)]
+    cols = parts[0] if groups == 1 else _cat(parts, 1)  # (N, C_out*kH*kW, H*W), channel-major
+    y = _resample.FoldFn.apply(cols, out, tuple(weight.shape[2:]), dilation, padding, stride, (h, w))
+    if _is_channels_last(input._data) or _is_channels_last(weight._data):
+        y = y.contiguous(memory_format=_channels_last)
+    return y
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):

@@ -240,7 +240,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     input, weight, bias = autocast_lower(input, weight, bias)
     _check_conv3d(op, input, weight, bias, groups, "(in_channels, out_channels/groups, kD, kH, kW)",
                   weight.shape[1] * groups if isinstance(weight, Tensor) and weight.ndim == 5 and
-                  isinstance(groups, int) else 0)
+                  isinstance(groups, int) else 0, integers=True)
     stride, dilation = _triple(op, "stride", stride, 1), _triple(op, "dilation", dilation, 1)
     padding, output_padding = _triple(op, "padding", padding, 0), _triple(op, "output_padding", output_padding, 0)
     n, c, d, h, w = input.shape
