@@ -79,6 +79,19 @@ def test_detect_anomaly_warns_it_is_slow_and_names_the_backward_in_pytorchs_word
     assert not autograd.is_anomaly_enabled()
 
 
+
+def test_detect_anomaly_checks_the_create_graph_walk_too():
+    # PyTorch checks every backward's outputs for NaN, create_graph or not: sqrt's gradient at -1 is NaN
+    x = leaf([-1.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with autograd.detect_anomaly(), np.errstate(invalid="ignore"):
+            with pytest.raises(RuntimeError, match="Function 'SqrtBackward' returned nan values"):
+                autograd.grad(x.sqrt().sum(), x, create_graph=True)
+            with pytest.raises(RuntimeError, match="Function 'SqrtBackward' returned nan values"):
+                x.sqrt().sum().backward(create_graph=True)
+    assert x.grad is None
+
 # ---------------------------------------------------------------- 3. autograd.functional
 def test_hvp_and_vhp_of_a_function_linear_in_one_input_give_zeros_there():
     # f(a, b) = sum(a^3) + sum(2 b): H = diag(6 a) for a, 0 for b (b's gradient 2 does not depend on the inputs; PyTorch

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 
-from .modes import _mode, no_grad
+from .. import backend
+from .modes import _check_op, _checks, _mode, no_grad
 from .order import _backward_order, _prune
 from .tape import Function, _check_versions, _recorded
 
@@ -103,6 +104,9 @@ def _run_node(ctx, grads, pending, found, useful=None):
         ctx.needs_input_grad = needs
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
+    if _checks.anomaly or backend.is_debug():  # (as the array walk checks each backward's gradients)
+        _check_op(ctx.fn.__name__, "backward gradient for input", [None if g is None else g._data for g in in_grads],
+                  [g._data for g in grads if g is not None])
     for t, g in zip(ctx.inputs, in_grads):
         if t is None or g is None:
             continue
