@@ -520,3 +520,12 @@ def test_backward_grad_variables_is_deprecated():
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
     with pytest.warns(FutureWarning), pytest.raises(RuntimeError, match="both passed to `backward\\(\\)`"):
         autograd.backward([x * 2], [mf.ones(2)], grad_variables=[mf.ones(2)])
+
+
+def test_variable_reads_an_int_requires_grad_as_pytorchs():
+    # PyTorch's Variable(t, requires_grad=1) requires grad (its argument is an int-like bool); a float is a TypeError
+    v = autograd.Variable(mf.ones(2), requires_grad=1)
+    assert v.requires_grad and v.is_leaf
+    assert not autograd.Variable(mf.ones(2), requires_grad=0).requires_grad
+    with pytest.raises(TypeError):
+        autograd.Variable(mf.ones(2), requires_grad=1.0)

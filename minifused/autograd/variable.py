@@ -25,8 +25,9 @@ class Variable(metaclass=_VariableMeta):
         if volatile:
             warnings.warn("volatile was removed and now has no effect. Use `with minifused.no_grad():` instead.",
                           UserWarning, stacklevel=2)
-        if not isinstance(requires_grad, bool):
+        if not isinstance(requires_grad, int):  # (an int reads as a truth value there, as PyTorch's)
             raise TypeError(f"Variable: requires_grad must be a bool, got {requires_grad!r}")
+        requires_grad = bool(requires_grad)
         T = _tape._Tensor
         if data is None:
             return T._from_array(np.zeros((0,), backend.get_default_dtype()), requires_grad)
