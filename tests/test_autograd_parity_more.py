@@ -529,3 +529,14 @@ def test_variable_reads_an_int_requires_grad_as_pytorchs():
     assert not autograd.Variable(mf.ones(2), requires_grad=0).requires_grad
     with pytest.raises(TypeError):
         autograd.Variable(mf.ones(2), requires_grad=1.0)
+
+
+def test_functional_create_graph_under_no_grad_keeps_the_callers_graph():
+    # PyTorch preprocesses the inputs inside enable_grad: vjp(create_graph=True) under no_grad still gives results
+    # with graphs reaching x; d/dx sum(v * 3x^2) = 6x
+    x = leaf([1.0, -2.0])
+    with mf.no_grad():
+        out, g = AF.vjp(lambda a: a ** 3, x, mf.ones(2, dtype=mf.float64), create_graph=True)
+    assert out.requires_grad and g.requires_grad
+    (h,) = autograd.grad(g.sum(), x)
+    np.testing.assert_array_equal(h.numpy(), [6.0, -12.0])

@@ -38,9 +38,9 @@ def _prepare(fn, func, inputs, create_graph):
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn)
     # without create_graph: fresh leaves sharing the inputs' memory, so the caller's graph is neither extended nor
     # given gradients; with it an input that requires grad stays in the caller's graph (a view of it, as PyTorch's)
-    inputs = tuple(t.view_as(t) if create_graph and t.requires_grad else t.detach().requires_grad_(True)
-                   for t in inputs)
-    with enable_grad():
+    with enable_grad():  # (the view is recorded under no_grad too, as PyTorch's)
+        inputs = tuple(t.view_as(t) if create_graph and t.requires_grad else t.detach().requires_grad_(True)
+                       for t in inputs)
         out = func(*inputs)
     is_outputs_tuple, outputs = _as_tuple(out, "outputs of the user-provided function", fn)
     return is_inputs_tuple, inputs, is_outputs_tuple, outputs
