@@ -1,7 +1,8 @@
-"""Convolution and pooling corners checked against PyTorch's documented rules: the exception types PyTorch raises
-for bad layer arguments and unsupported dtypes, the once-per-process warning of an asymmetric padding='same', and
-the messages naming the op and the shape that came. (cpu)"""
-
+"""Convolution and pooling corners checked against PyTorch's rules: the exception types PyTorch raises for bad
+layer arguments and unsupported dtypes (NotImplementedError), the once-per-process warning of an asymmetric
+padding='same', messages naming the op and the shape that came, max_unpool1d under cpu autocast, the result layouts
+of channels_last_3d inputs (max_pool3d, F.pad, conv3d), and integer convolutions on the cpu against direct int64
+references. (cpu)"""
 import warnings
 
 import numpy as np
