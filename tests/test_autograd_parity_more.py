@@ -540,3 +540,16 @@ def test_functional_create_graph_under_no_grad_keeps_the_callers_graph():
     assert out.requires_grad and g.requires_grad
     (h,) = autograd.grad(g.sum(), x)
     np.testing.assert_array_equal(h.numpy(), [6.0, -12.0])
+
+
+def test_a_root_without_grad_is_named_in_pytorchs_words():
+    # PyTorch: "element i of tensors does not require grad and does not have a grad_fn", outputs checked first
+    x, c = leaf([1.0, 2.0]), mf.ones(2, dtype=mf.float64)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad and does not have a grad_fn"):
+        (c * 2).sum().backward()
+    with pytest.raises(RuntimeError, match="element 1 of tensors does not require grad and does not have a grad_fn"):
+        autograd.grad([x * 2, c * 2], x, [c, c])
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        autograd.grad((c * 2).sum(), c)
+    with pytest.raises(RuntimeError, match="differentiated Tensors \\(inputs\\) does not require grad"):
+        autograd.grad((x * 2).sum(), [x, c])

@@ -55,14 +55,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     try:
         if create_graph:
             _warn_create_graph_cycle()
-            found = higher.walk([(t, _graph_seed(t, g)) for t, g in zip(roots, grads)], wanted,
+            found = higher.walk([(t, _graph_seed(t, g, i)) for i, (t, g) in enumerate(zip(roots, grads))], wanted,
                                 create_graph if retain_graph is None else retain_graph)
             _graph_leaf_grads(found, wanted)
             queue = _callbacks.queue
             while queue:
                 queue.pop(0)()
             return
-        seeds = [_seed(t, g) for t, g in zip(roots, grads)]
+        seeds = [_seed(t, g, i) for i, (t, g) in enumerate(zip(roots, grads))]
         user_grads = tuple(u for _, u in seeds if u is not None)
         leaves = _LeafGrads(user_grads) if wanted is None else _Only(user_grads, wanted)
         _backward([(t, g) for t, (g, _) in zip(roots, seeds)], leaves, bool(retain_graph), wanted)
@@ -242,10 +242,10 @@ def _any_array(grads):
     return next(g for g in grads if g is not None and not isinstance(g, Handoff))
 
 
-def _seed(root, gradient):
+def _seed(root, gradient, i=0):
     """The gradient of ``root`` the walk starts from, and the caller's array (None for the implicit one)."""
     if not root.requires_grad:
-        raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
+        raise RuntimeError(f"backward(): element {i} of tensors does not require grad and does not have a grad_fn")
     if root._rewritten is not None:
         _refuse_rewritten("backward()", root)
     if gradient is None:
@@ -261,10 +261,10 @@ def _seed(root, gradient):
     return _fit(gradient._data, root._data, "backward(): gradient"), gradient._data
 
 
-def _graph_seed(root, gradient):
+def _graph_seed(root, gradient, i=0):
     """:func:`_seed` for a walk that records itself: the gradient as a tensor (the caller's own, which may require
     grad: a Hessian-vector product differentiates through it)."""
-    array, _ = _seed(root, gradient)
+    array, _ = _seed(root, gradient, i)
     if gradient is None or array is not gradient._data:
         return _Tensor._from_array(array) if gradient is None else gradient.to(root.dtype)
     return gradient
@@ -349,9 +349,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         for t in ts:
             if not isinstance(t, _Tensor):  # (PyTorch raises a RuntimeError for inputs: both)
                 raise backend.InputTypeError(f"autograd.grad: {what} must be tensors, got {type(t).__name__}")
+    for i, t in enumerate(outputs):  # (PyTorch checks the outputs first)
+        if not t.requires_grad:
+            raise RuntimeError(f"autograd.grad: element {i} of tensors does not require grad and does not have a "
+                               f"grad_fn")
     for t in inputs:
         if not t.requires_grad:
-            raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+            raise RuntimeError("autograd.grad: one of the differentiated Tensors (inputs) does not require grad")
     if is_grads_batched:
         return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
                              materialize_grads)
@@ -368,7 +372,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         outer, _callbacks.queue = _callbacks.queue, []
         grad_mode, _mode.enabled = _mode.enabled, False  # (as backward's walk)
         try:  # one walk from every output: each node and hook runs once, on its whole gradient
-            seeds = [_seed(out, g) for out, g in zip(outputs, grad_outputs)]
+            seeds = [_seed(out, g, i) for i, (out, g) in enumerate(zip(outputs, grad_outputs))]
             user_grads = tuple(u for _, u in seeds if u is not None)
             _backward([(out, seed) for out, (seed, _) in zip(outputs, seeds)], _Collected(user_grads, inputs),
                       bool(retain_graph), inputs)
@@ -428,7 +432,7 @@ def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
     after their hooks."""
     outer, _callbacks.queue = _callbacks.queue, []
     try:
-        roots = [(out, _graph_seed(out, g)) for out, g in zip(outputs, grad_outputs)]
+        roots = [(out, _graph_seed(out, g, i)) for i, (out, g) in enumerate(zip(outputs, grad_outputs))]
         found = higher.walk(roots, inputs, retain_graph)
         wanted = {id(t) for t in inputs}
         with enable_grad():  # (the leaves' hooks are recorded)
