@@ -553,3 +553,14 @@ def test_a_root_without_grad_is_named_in_pytorchs_words():
         autograd.grad((c * 2).sum(), c)
     with pytest.raises(RuntimeError, match="differentiated Tensors \\(inputs\\) does not require grad"):
         autograd.grad((x * 2).sum(), [x, c])
+
+
+def test_second_backward_error_in_pytorchs_words():
+    # PyTorch: "Trying to backward through the graph a second time (or directly access saved tensors after they have
+    # already been freed)", also for a custom Function's saved_tensors read after the backward
+    x = leaf([1.0, 2.0])
+    y = x.exp().sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time \\(or directly access saved tensors after they have already "
+                                           "been freed\\).*Exp"):
+        y.backward()

@@ -190,10 +190,11 @@ class _Edge(weakref.ref):
         return getattr(tensor, name)
 
 
-_FREED_MESSAGE = (
-    "Trying to backward through the graph a second time: the saved arrays of {name} were "
-    "freed after the first backward. Pass retain_graph=True to the first backward() if you "
-    "need to differentiate the same graph again."
+_FREED_MESSAGE = (  # (PyTorch's words, with the op named)
+    "Trying to backward through the graph a second time (or directly access saved tensors after they have already "
+    "been freed): the saved arrays of {name} were freed after the first backward. Saved intermediate values of the "
+    "graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+    "through the graph a second time or if you need to access saved tensors after calling backward."
 )
 
 
