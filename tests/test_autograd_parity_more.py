@@ -557,10 +557,10 @@ def test_a_root_without_grad_is_named_in_pytorchs_words():
 
 def test_second_backward_error_in_pytorchs_words():
     # PyTorch: "Trying to backward through the graph a second time (or directly access saved tensors after they have
-    # already been freed)", also for a custom Function's saved_tensors read after the backward
+    # already been freed)"; the freed node is named after it
     x = leaf([1.0, 2.0])
     y = x.exp().sum()
     y.backward()
     with pytest.raises(RuntimeError, match="second time \\(or directly access saved tensors after they have already "
-                                           "been freed\\).*Exp"):
+                                           "been freed\\): the saved arrays of [A-Za-z]+ were freed"):
         y.backward()
