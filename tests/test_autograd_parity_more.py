@@ -564,3 +564,12 @@ def test_second_backward_error_in_pytorchs_words():
     with pytest.raises(RuntimeError, match="second time \\(or directly access saved tensors after they have already "
                                            "been freed\\): the saved arrays of [A-Za-z]+ were freed"):
         y.backward()
+
+
+def test_instantiating_a_custom_function_warns_and_calling_it_raises():
+    # PyTorch: a DeprecationWarning on instantiation, and calling the instance is the legacy (non-static) API, refused
+    Square = _square()
+    with pytest.warns(DeprecationWarning, match="should not be instantiated"):
+        f = Square()
+    with pytest.raises(RuntimeError, match="Legacy autograd function with non-static forward method"):
+        f(leaf([1.0]))

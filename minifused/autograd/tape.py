@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -232,6 +233,17 @@ class Function:
         if not cls.on_arrays:  # its tape node: a _Bridge of its name (grad_fn=<NameBackward>, as PyTorch shows)
             cls._bridge = type(cls.__name__, (_Bridge,), {"on_arrays": True, "user": cls})
             cls.apply = classmethod(_apply_on_tensors)
+
+    def __init__(self, *args, **kwargs):
+        if not type(self).on_arrays:  # (a user's Function: its methods are static, as PyTorch warns)
+            warnings.warn(f"{type(self)} should not be instantiated. Methods on autograd functions are all static, so "
+                          f"you should invoke them on the class itself. Instantiating an autograd function will raise "
+                          f"an error in a future version of PyTorch.", DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
+                           "new-style autograd function with static forward method: call apply on the class "
+                           "(Example: https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
