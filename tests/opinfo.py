@@ -2882,7 +2882,8 @@ REDUCE_OPS = [
     # ---- splitting and joining back
     OpInfo("split", lambda a, size, dim=0: _joined(a.split(size, dim), dim, mf.cat),
            lambda a, size, dim=0: _joined(_np_split(a, size, dim), dim, np.concatenate), spelled="Tensor.split",
-           aliases={"mf.split": lambda a, size, dim=0: _joined(mf.split(a, size, dim), dim, mf.cat)},
+           aliases={"mf.split": lambda a, size, dim=0: _joined(mf.split(a, size, dim), dim, mf.cat),
+                    "mf.unsafe_split": lambda a, size, dim=0: _joined(mf.unsafe_split(a, size, dim), dim, mf.cat)},
            torch=lambda T, a, size, dim=0: _joined(a.split(size, dim), dim, T.cat), samples=(
                S("split", (7, 3), size=2), S("split_sections", (3, 6), size=[1, 0, 5], dim=1),
                S("split_neg_dim_odd", (2, 33), size=8, dim=-1), S("split_bigger", (3,), size=5),
@@ -2894,7 +2895,9 @@ REDUCE_OPS = [
     OpInfo("chunk", lambda a, chunks, dim=0: _joined(a.chunk(chunks, dim), dim, mf.cat),
            lambda a, chunks, dim=0: _joined(_np_split(a, -(-a.shape[dim] // chunks), dim), dim, np.concatenate),
            spelled="Tensor.chunk", aliases={"mf.chunk": lambda a, chunks, dim=0: _joined(mf.chunk(a, chunks, dim), dim,
-                                                                                          mf.cat)},
+                                                                                          mf.cat),
+                                            "mf.unsafe_chunk": lambda a, chunks, dim=0: _joined(
+                                                mf.unsafe_chunk(a, chunks, dim), dim, mf.cat)},
            torch=lambda T, a, chunks, dim=0: _joined(a.chunk(chunks, dim), dim, T.cat), samples=(
                S("chunk", (7, 3), chunks=3), S("chunk_fewer_pieces", (2, 6), chunks=4, dim=1),
                S("chunk_odd", (33,), chunks=33)),
@@ -5157,7 +5160,8 @@ TENSOR_EXTRA_OPS = [
            errors=(E("put_out_of_bounds", lambda: mf.put(t(2), mf.tensor([2]), t(1)), IndexError, "out of bounds"),)),
     OpInfo("split_with_sizes", lambda a: a.split_with_sizes([1, 3, 0], 1)[1], lambda a: a[:, 1:4],
            spelled="Tensor.split_with_sizes", torch=SAME,
-           aliases={"mf.split_with_sizes": lambda a: mf.split_with_sizes(a, [1, 3, 0], 1)[1]},
+           aliases={"mf.split_with_sizes": lambda a: mf.split_with_sizes(a, [1, 3, 0], 1)[1],
+                    "mf.unsafe_split_with_sizes": lambda a: mf.unsafe_split_with_sizes(a, [1, 3, 0], 1)[1]},
            samples=(S("split_with_sizes", (2, 4)),),
            errors=(E("split_with_sizes_sum", lambda: t(3).split_with_sizes([1, 1]), RuntimeError,
                      "sum exactly to 3"),)),

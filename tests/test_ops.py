@@ -81,7 +81,8 @@ NO_ENTRY = {"F.square_matmul_": "in-place x @ W for a square W (cuBLASLt only); 
             "F.gumbel_softmax": "random: tests/test_nn.py checks its distribution and straight-through gradient",
             "F.fractional_max_pool2d": "random windows: tests/test_nn_misc.py checks them against PyTorch's for fixed "
                                        "samples, and the gradient by gradcheck",
-            "F.fractional_max_pool2d_with_indices": "as F.fractional_max_pool2d"}
+            "F.fractional_max_pool2d_with_indices": "as F.fractional_max_pool2d",
+            "mf.nonzero_static": "integer indices (nonzero's, padded): tests/test_tensor_extras.py"}
 NOT_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin"}  # test_no_grad_ops below
 
 
