@@ -492,3 +492,24 @@ def test_module_to_channels_last_3d_lays_out_5d_weights(device, rng):
         runs.append([t.detach().cpu().numpy() for t in (y, x.grad, m.weight.grad, m.bias.grad)])
     for a, b in zip(*runs):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+def test_reductions_and_scans_of_channels_last_give_contiguous_results(rng):
+    """As PyTorch's reductions and scans, which allocate C-contiguous results: a channels-last tensor's sum over
+    W (or any dims), mean, amax, var, std, prod, logsumexp, norm, any / all / count_nonzero, cumsum, cumprod,
+    logcumsumexp and nanmedian come back C-contiguous (NumPy's followed the input's memory order, so that
+    ``x.sum(3).view(-1)`` failed), with the C-contiguous input's values."""
+    xa = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    x = mf.tensor(xa).contiguous(memory_format=mf.channels_last)
+    c = mf.tensor(xa)
+    cases = [lambda t: t.sum(3), lambda t: t.sum(0), lambda t: t.sum(3, keepdim=True), lambda t: t.mean(2),
+             lambda t: t.amax(3), lambda t: t.amin(2, keepdim=True), lambda t: t.var(3), lambda t: t.std(2),
+             lambda t: t.prod(3), lambda t: t.logsumexp(3), lambda t: t.norm(dim=3), lambda t: (t > 0).any(3),
+             lambda t: (t > 0).all(2), lambda t: mf.count_nonzero(t > 0, dim=3), lambda t: t.cumsum(3),
+             lambda t: t.cumprod(2), lambda t: t.logcumsumexp(3), lambda t: t.nanmedian(3)[0],
+             lambda t: mf.var_mean(t, 3)[1], lambda t: t.nansum(2)]
+    for i, fn in enumerate(cases):
+        got, want = fn(x), fn(c)
+        assert got.is_contiguous(), i
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6, err_msg=str(i))
+    assert x.sum(3).view(-1).shape == (24,)

@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from .. import backend
-from ..kernels import columns
+from ..kernels import c_contiguous, columns
 from ..kernels import elementwise as _ew
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
@@ -137,6 +137,27 @@ def dense(a):
     ``ascontiguousarray`` turn a 0-d array into a 1-d one."""
     out = backend.array_module(a).ascontiguousarray(a)
     return out if out.ndim == a.ndim else out.reshape(a.shape)
+
+
+def dense_results(cls):
+    """A reduction or scan Function (class decorator) whose forward gives C-contiguous results, as PyTorch's
+    reductions and scans allocate theirs: NumPy's follow a strided input's memory order, so a channels-last
+    tensor's ``sum(3)`` came back strided and could not be ``view``-ed."""
+    forward = cls.forward
+
+    def contiguous_forward(ctx, *args, **kwargs):
+        out = forward(ctx, *args, **kwargs)
+        return tuple(_dense_result(o) for o in out) if isinstance(out, tuple) else _dense_result(out)
+    cls.forward = staticmethod(contiguous_forward)
+    return cls
+
+
+def _dense_result(o):
+    """An array result C-contiguous (itself where it is: the usual case, read from the flag alone); anything else
+    (a NumPy scalar) as it is."""
+    if isinstance(o, np.ndarray) or backend.is_cuda_array(o):
+        return o if c_contiguous(o) else dense(o)
+    return o
 
 
 def unbroadcast_graph(grad, shape):

@@ -14,7 +14,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_float32_on_cuda, binary_operands, cast, unbroadcast, unbroadcast_graph
+from ._common import autocast_float32_on_cuda, binary_operands, cast, dense_results, unbroadcast, unbroadcast_graph
 from .elementwise import _const, _zeros_graph, abs as _abs, exp, log, where
 from .logic import _values, bitwise_not, logical_and, logical_not, logical_or, logical_xor, written_into
 from .pointwise import _check, hypot
@@ -50,6 +50,7 @@ def _log_scan(x, axis):
     return y
 
 
+@dense_results
 class LogCumSumExp(Function):
     """Gradient as PyTorch's (TensorFlow's): the positive and negative parts of g summed in log space,
     exp(x + reverse_logcumsumexp(log|g| - y)) each, so no exp(-y) overflows."""

@@ -16,8 +16,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import (autocast_float32, autocast_float32_on_cuda, cast, dense, leading_sum, normalize_axis,
-                      trailing_broadcast, trailing_sum)
+from ._common import (autocast_float32, autocast_float32_on_cuda, cast, dense, dense_results, leading_sum,
+                      normalize_axis, trailing_broadcast, trailing_sum)
 from .elementwise import where, zero_linked
 from .shape import Reshape, cat
 from ..backend import InputError, InputTypeError
@@ -135,6 +135,7 @@ def _kernel_sum(x, axes, keepdim, scale=1.0):
     return out.reshape(out.shape + (1,) * trail) if out is not None and keepdim else out
 
 
+@dense_results
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
@@ -158,6 +159,7 @@ class Sum(Function):
         return _expand(g, shape, axes, keepdim).expand(shape)
 
 
+@dense_results
 class Mean(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
@@ -187,6 +189,7 @@ class Mean(Function):
         return (_expand(g, shape, axes, keepdim) * (1.0 / builtins.max(_count(shape, axes), 1))).expand(shape)
 
 
+@dense_results
 class Extreme(Function):
     """amax/amin over axes; the gradient is shared evenly among tied extremes (as in PyTorch)."""
 
@@ -276,6 +279,7 @@ class Evenly(Function):
         return hit
 
 
+@dense_results
 class Var(Function):
     @staticmethod
     def forward(ctx, x, axes, correction, keepdim):
@@ -318,6 +322,7 @@ class Var(Function):
         return cast(grad * _expand(g, centered.shape, axes, keepdim), g.dtype)
 
 
+@dense_results
 class Std(Var):
     """The square root of :class:`Var`, with PyTorch's gradient where it is 0: zero (the chain rule
     would give 0 * inf = NaN there, e.g. for a row of equal values)."""
@@ -648,6 +653,7 @@ def _prod_of_others_graph(x, axes):
     return (before * after).reshape(moved.shape).permute(np.argsort(dims).tolist())
 
 
+@dense_results
 class Prod(Function):
     """The gradient as PyTorch's prod_backward: ``out / x`` where the input holds no zero (so a NaN or inf anywhere in
     a product makes its whole slice's gradient NaN), else the products of the other elements; a full product with
@@ -692,6 +698,7 @@ class Prod(Function):
         return ge * _prod_of_others_graph(ctx.graph_input(0, x), axes)
 
 
+@dense_results
 class LogSumExp(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
@@ -728,6 +735,7 @@ class LogSumExp(Function):
         return _expand(g, x.shape, axes, keepdim) * shifted.exp()
 
 
+@dense_results
 class VectorNorm(Function):
     """``sum(|x|^ord) ^ (1/ord)`` over axes, with max/min |x| for ord = +-inf and the count of nonzeros for
     ord = 0 (which has no gradient). Where the norm is 0 the gradient is 0 (PyTorch's subgradient), and ties of the inf norms
@@ -857,6 +865,7 @@ def _truth(op, x, dim, keepdim):
     else:
         x, axes, keepdim = _axes(op, dim, x, keepdim)
         out = xp.asarray(fn(x._data.astype(bool), axis=axes, keepdims=keepdim))
+    out = dense(out)  # (C-contiguous, as PyTorch's reductions: see dense_results)
     return Tensor._from_array(out.astype(np.uint8) if x.dtype == np.uint8 else out)  # (uint8 stays, as PyTorch's)
 
 
@@ -874,5 +883,5 @@ def count_nonzero(input: Tensor, dim=None):
     """The number of nonzero elements over ``dim``, as int64."""
     input, axes, _ = _axes("count_nonzero", dim, input, False)
     out = (input._data != 0).sum(axis=axes)
-    return Tensor._from_array(input._xp.asarray(out).astype(np.int64, copy=False))
+    return Tensor._from_array(dense(input._xp.asarray(out).astype(np.int64, copy=False)))
 

@@ -10,7 +10,7 @@ from .. import backend
 from ..autograd import Function
 from ..backend import InputTypeError
 from ..tensor import Tensor
-from ._common import autocast_float32_on_cuda, cast
+from ._common import autocast_float32_on_cuda, cast, dense_results
 from .index import _grid
 from .indexing import EmbedItem, GetItem, accumulate
 from .reduce import _alias, _int64_if_integral, dim_index
@@ -43,6 +43,7 @@ def _flip_cumsum(a, axis):
     return xp.flip(_running_sum(xp.flip(a, axis), axis), axis)
 
 
+@dense_results
 class CumSum(Function):
     @staticmethod
     def forward(ctx, x, axis):
@@ -58,6 +59,7 @@ class CumSum(Function):
         return CumSum.apply(g.flip(ctx.axis), ctx.axis).flip(ctx.axis), None
 
 
+@dense_results
 class CumProd(Function):
     """Where the input has no zero before position i, d out_k / d x_i = out_k / x_i; at the first zero of a
     row the products run over the other elements (the cumulative product with that zero taken as 1);
@@ -181,6 +183,7 @@ def _running_extreme(x, axis, largest):
     return values, indices
 
 
+@dense_results
 class CumExtreme(Function):
     """cummax / cummin values; each output's gradient goes to the element it came from."""
 

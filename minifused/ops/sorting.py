@@ -227,7 +227,7 @@ def _nanmedian_index(a, axis):
     xp = backend.array_module(a)
     order = _order(a, axis, False)  # NaN sorts last
     count = (~xp.isnan(a)).sum(axis=axis, keepdims=True)
-    pick = xp.maximum((count - 1) // 2, 0)
+    pick = xp.ascontiguousarray(xp.maximum((count - 1) // 2, 0))  # (C order: the values and indices are PyTorch's)
     return xp.take_along_axis(order, pick, axis=axis).astype(np.int64)
 
 
