@@ -20,6 +20,7 @@ import numpy as np
 
 from . import amp, backend, backends, cuda, distributions, nn, profiler
 from .autograd import Function
+from .autograd.higher import once_differentiable
 from .autograd.tape import FunctionCtx
 from .data import dataset as _dataset, loader as _loader, sampler as _sampler
 from .nn import dropout as _dropout, layers as _layers, module as _module, parametrizations, parametrize, pool as _pool
@@ -41,12 +42,6 @@ def _ntuple(n, name="parse"):
 
     parse.__name__ = name
     return parse
-
-
-def _once_differentiable(backward):
-    """PyTorch's ``autograd.function.once_differentiable``: the backward as it is (a custom Function's backward
-    never records a graph of its own here: there are no second derivatives through it)."""
-    return backward
 
 
 class _ConvNd(nn.Module, metaclass=abc.ABCMeta):
@@ -90,7 +85,7 @@ def register_all():
               "``torch.cuda.amp``: autocast (float16) and GradScaler on 'cuda', as PyTorch's older spellings.",
               replace=True)
     _register("autograd.function", {"Function": Function, "FunctionCtx": FunctionCtx,
-                                     "once_differentiable": _once_differentiable})
+                                     "once_differentiable": once_differentiable})
     # torch.autograd.profiler: the legacy profile (its table lists every event) and the one record_function
     _register("autograd.profiler", {"profile": profiler._AutogradProfile, "record_function": profiler.record_function,
                                      "EventList": profiler.EventList, "FunctionEvent": profiler.FunctionEvent,

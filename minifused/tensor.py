@@ -497,7 +497,8 @@ class Tensor:
             elif not (owned and is_channels_last(g)):
                 g = _copy_into(empty_like_layout(self._data, g.dtype), g)
             self._grad = Tensor._from_array(g, False)
-        else:
+        else:  # (into a .grad the user set to an expanded view: PyTorch's overlap error, not repeated adds)
+            autograd.refuse_internal_overlap("backward (gradient accumulation)", self._grad._data)
             self._grad._data += g
             self._grad._bump("backward (gradient accumulation)")
 

@@ -827,3 +827,21 @@ def test_in_place_change_of_an_operand_the_backward_does_not_need(device):
     h.add_(1)
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         z.sum().backward()
+
+
+def test_accumulating_into_an_expanded_grad_raises_and_once_differentiable_path():
+    """A .grad set to an expanded view is refused when backward accumulates into it, with PyTorch's overlap error
+    (adding into its one memory location three times gave [4, 4, 4], not [2, 3, 4]), and the user's tensor is left
+    as it was; torch.autograd.function.once_differentiable is the one in autograd.higher."""
+    from minifused.autograd.function import once_differentiable
+    from minifused.autograd.higher import once_differentiable as higher_once
+
+    assert once_differentiable is higher_once
+    x = mf.ones(3, requires_grad=True)
+    x.grad = mf.ones(1).expand(3)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single memory"):
+        (x * mf.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]
+    x.grad = mf.ones(3)
+    (x * mf.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert x.grad.tolist() == [2.0, 3.0, 4.0]
