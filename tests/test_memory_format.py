@@ -490,6 +490,7 @@ def test_module_to_channels_last_3d_lays_out_5d_weights(device, rng):
         (y * mf.tensor(np.cos(np.arange(y.numel())).reshape(y.shape).astype(np.float32), device=device)).sum() \
             .backward()
         runs.append([t.detach().cpu().numpy() for t in (y, x.grad, m.weight.grad, m.bias.grad)])
+        assert m.to(memory_format=mf.contiguous_format).weight.is_contiguous()  # (5-d ones back too, as PyTorch's)
     for a, b in zip(*runs):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 

@@ -476,9 +476,10 @@ class Module(StateDicts):
             self._apply(lambda a: a.astype(dt) if backend.is_floating(a.dtype) else a)
         if fmt is channels_last_3d:  # (the 5-d ones alone, as channels_last leaves those)
             self._apply(lambda a: to_channels_last_3d(a) if a.ndim == 5 else a)
-        elif fmt is not None and fmt is not preserve_format:
-            cl = fmt is channels_last
-            self._apply(lambda a: to_layout(a, cl) if a.ndim == 4 else a)
+        elif fmt is channels_last:
+            self._apply(lambda a: to_layout(a, True) if a.ndim == 4 else a)
+        elif fmt is contiguous_format:  # (the 4-d and 5-d ones, as PyTorch's)
+            self._apply(lambda a: to_layout(a, False) if a.ndim in (4, 5) else a)
         return self
 
     def type(self, dst_type):
