@@ -12,6 +12,7 @@ import minifused as mf
 from minifused import backend, nn, optim
 from minifused.optim import lr_scheduler as S
 from minifused.optim import swa_utils as swa
+from test_lr_scheduler import _warnings_of as _user_warnings
 
 
 @pytest.fixture(autouse=True)
@@ -266,13 +267,6 @@ def test_bad_arguments_raise_pytorchs_kind(make, exc, words):
         make(_sgd())
 
 
-def _user_warnings(fn):
-    import warnings
-
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        fn()
-    return [str(w.message) for w in seen if w.category is UserWarning]
 
 
 def test_a_step_set_on_the_optimizer_as_pytorchs_wrapper_sees_it():

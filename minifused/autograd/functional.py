@@ -122,6 +122,22 @@ class _StrategyError(ValueError, AssertionError):
     """A strategy that is neither mode: the AssertionError PyTorch raises, and a ValueError."""
 
 
+def _filled_rows(op, i, rows, size, inputs, strict, create_graph):
+    """Output ``i``'s Jacobian ``rows`` (one per input, None where it is independent of that input) with zeros of
+    (``size``,) + the input's shape in the Nones; strict mode refuses those, and with ``create_graph`` a row that
+    needs no gradient, with PyTorch's words."""
+    for j, r in enumerate(rows):
+        if r is None:
+            if strict:
+                raise RuntimeError(f"{op}: output {i} of the user-provided function is independent of input {j}. "
+                                   f"This is not allowed in strict mode")
+            rows[j] = _zeros((size,) + inputs[j]._data.shape, inputs[j])
+        elif strict and create_graph and not r.requires_grad:
+            raise RuntimeError(f"{op}: the jacobian of the user-provided function is independent of input {j}. This is "
+                               f"not allowed in strict mode when create_graph=True")
+    return rows
+
+
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs``: for output ``i`` and input ``j`` a tensor of shape
     ``out_i.shape + in_j.shape``, nested as PyTorch's (a tuple over outputs when ``func`` returns a tuple, each a
@@ -133,16 +149,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     _check_outputs("jacobian", outputs, strict)
     result = []
     for i, out in enumerate(outputs):
-        rows = _rows(out, inputs, create_graph)
-        for j, r in enumerate(rows):
-            if r is None:
-                if strict:
-                    raise RuntimeError(f"jacobian: output {i} of the user-provided function is independent of input "
-                                       f"{j}. This is not allowed in strict mode")
-                rows[j] = _zeros((out._data.size,) + inputs[j]._data.shape, inputs[j])
-            elif strict and create_graph and not r.requires_grad:
-                raise RuntimeError(f"jacobian: the jacobian of the user-provided function is independent of input "
-                                   f"{j}. This is not allowed in strict mode when create_graph=True")
+        rows = _filled_rows("jacobian", i, _rows(out, inputs, create_graph), out._data.size, inputs, strict,
+                            create_graph)
         jac = tuple(r.reshape(out._data.shape + inp._data.shape) for r, inp in zip(rows, inputs))
         if strategy == "forward-mode":  # (PyTorch's forward mode gives the outputs' dtype)
             jac = tuple(r if r.dtype == out.dtype else r.to(out.dtype) for r in jac)
@@ -298,16 +306,8 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
     is_inputs_tuple, inputs, _, grads = _scalar_output("hessian", func, inputs, create_graph, strict)
     result = []
     for i, (g, inp) in enumerate(zip(grads, inputs)):
-        rows = _rows(g, inputs, create_graph) if g is not None else [None] * len(inputs)
-        for j, r in enumerate(rows):
-            if r is None:
-                if strict:
-                    raise RuntimeError(f"hessian: output {i} of the user-provided function is independent of input "
-                                       f"{j}. This is not allowed in strict mode")
-                rows[j] = _zeros((inp._data.size,) + inputs[j]._data.shape, inputs[j])
-            elif strict and create_graph and not r.requires_grad:
-                raise RuntimeError(f"hessian: the jacobian of the user-provided function is independent of input "
-                                   f"{j}. This is not allowed in strict mode when create_graph=True")
+        rows = _filled_rows("hessian", i, _rows(g, inputs, create_graph) if g is not None else [None] * len(inputs),
+                            inp._data.size, inputs, strict, create_graph)
         result.append(tuple(r.reshape(inp._data.shape + other._data.shape) for r, other in zip(rows, inputs)))
     return _post(tuple(_post(r, is_inputs_tuple) for r in result), is_inputs_tuple)
 

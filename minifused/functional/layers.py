@@ -297,6 +297,16 @@ def _channel_dropout(op, input, p, training, inplace, lead=2):
     return R.feature_dropout(input, float(p), bool(inplace), lead)
 
 
+def _warn_channel_dropout_rank(op, ndim, spatial):
+    """PyTorch's deprecation warning of dropout2d / dropout3d (``spatial`` dimensions) for an input of another rank,
+    pointing at their caller."""
+    warnings.warn(f"{op}: Received a {ndim}-D input to {op}, which is deprecated and will result in an error in a "
+                  f"future release. To retain the behavior and silence this warning, please use dropout instead. Note "
+                  f"that {op} exists to provide channel-wise dropout on inputs with {spatial} spatial dimensions, a "
+                  f"channel dimension, and an optional batch dimension (i.e. {spatial + 1}D or {spatial + 2}D "
+                  f"inputs).", stacklevel=3)
+
+
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of a (N, C, H, W) input with probability ``p`` and scale the rest by
     ``1/(1-p)``, as ``torch.nn.functional.dropout2d``. A 3-D input is taken as (N, C, L) (PyTorch's
@@ -306,11 +316,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     _check_tensor(op, input)
     _check_p(op, p)
     if input.ndim not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will result "
-                      f"in an error in a future release. To retain the behavior and silence this warning, please use "
-                      f"dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 "
-                      f"spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D "
-                      f"inputs).", stacklevel=2)
+        _warn_channel_dropout_rank(op, input.ndim, 2)
     if input.ndim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim; "
@@ -336,11 +342,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     _check_tensor(op, input)
     _check_p(op, p)
     if input.ndim not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will result "
-                      f"in an error in a future release. To retain the behavior and silence this warning, please use "
-                      f"dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
-                      f"spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
-                      f"inputs).", stacklevel=2)
+        _warn_channel_dropout_rank(op, input.ndim, 3)
     return _channel_dropout(op, input, p, training, inplace, lead=2 if input.ndim == 5 else 1)
 
 
