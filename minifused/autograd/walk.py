@@ -409,7 +409,6 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
     if len(sizes) > 1:
         raise RuntimeError(f"autograd.grad: with `is_grads_batched=True` every grad_output needs the same batch size, "
                            f"got {sorted(sizes)}")
-    from .. import stack  # (the package above this module; loaded by the time a tensor exists)
     n = sizes.pop() if sizes else 0
     keep = create_graph if retain_graph is None else retain_graph
     with enable_grad() if create_graph else _no_grad():
@@ -421,8 +420,13 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
             if all(g is None for g in found):
                 result.append(None)
                 continue
-            zeros = _Tensor._from_array(t._xp.zeros_like(t._data))
-            result.append(stack([zeros if g is None else g for g in found]))
+            # the gradients stacked along a new first dim: written into zeros (a recorded setitem under create_graph;
+            # the ops' stack stands above this module)
+            stacked = _Tensor._from_array(t._xp.zeros((n,) + t._data.shape, t._data.dtype))
+            for b, g in enumerate(found):
+                if g is not None:
+                    stacked[b] = g
+            result.append(stacked)
     return _grad_results(inputs, {id(t): g for t, g in zip(inputs, result) if g is not None}, allow_unused,
                          materialize_grads, create_graph, n)
 

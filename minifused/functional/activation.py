@@ -17,6 +17,7 @@ from ..ops._common import host_int as _host_int
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
 from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
+from ..ops._common import write_out as _write_out
 from ..ops.elementwise import where as _where
 from ..ops.reduce import vector_norm as _vector_norm
 from ..ops.shape import channels_last as _channels_last
@@ -417,8 +418,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     denom = input.norm(p, dim, keepdim=True).clamp_min(eps)
     if out is None:
         return input / denom
-    from ..toplevel.out_forms import div  # (the top-level div's out= rules, as PyTorch's torch.div)
-    return div(input, denom, out=out)
+    return _write_out(op, input / denom, out)  # (PyTorch's out= rules, as its torch.div's)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

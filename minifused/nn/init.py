@@ -26,9 +26,7 @@ def _refusing_uninitialized(init):
     (ValueError): filling the placeholder would be lost when the module initializes it."""
     @functools.wraps(init)
     def checked(tensor, *args, **kwargs):
-        from .lazy import _Uninitialized  # (lazy.py builds on the layers, which use this module)
-
-        if isinstance(tensor, _Uninitialized):
+        if getattr(tensor, "_uninitialized", False):  # (lazy.py's placeholders say so; it builds on this module)
             tensor._refuse(f"nn.init.{init.__name__}")
         return init(tensor, *args, **kwargs)
     return checked

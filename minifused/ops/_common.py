@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
 from .. import backend
 from ..kernels import c_contiguous, columns
 from ..kernels import elementwise as _ew
-from ..autograd import Function, is_grad_enabled
+from ..autograd import Function, is_grad_enabled, no_grad
 from ..tensor import Tensor
 from ..backend import InputError, InputTypeError
 
@@ -511,3 +512,28 @@ def normalize_axis(op, axis, ndim):
 
 def shape_of(x):
     return x.shape if hasattr(x, "shape") else None
+
+
+def write_out(op, result, out):
+    """``result`` written into ``out`` by PyTorch's out= rules (``toplevel.out_forms``: resized, with its warning
+    where it had elements; cast to its dtype where the result casts to it; refused where autograd would record it);
+    ``out``."""
+    if not isinstance(out, Tensor):
+        raise InputTypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if result.requires_grad or (out.requires_grad and is_grad_enabled()):
+        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, "
+                           f"but one of the arguments requires grad.")
+    if out.device != result.device:
+        raise RuntimeError(f"{op}(): the result is on {result.device}, out on {out.device}")
+    if not can_cast(result.dtype, out.dtype):
+        raise RuntimeError(f"{op}(): result type {result.dtype} can't be cast to the desired output type "
+                           f"{out.dtype}")
+    if out.shape != result.shape:
+        if out.numel():
+            warnings.warn(f"{op}(): an output with one or more elements was resized since it had shape "
+                          f"{list(out.shape)}, which does not match the required output shape "
+                          f"{list(result.shape)}", UserWarning, stacklevel=3)
+        out.resize_(result.shape)
+    with no_grad():
+        out.copy_(result)
+    return out

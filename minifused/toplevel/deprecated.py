@@ -9,7 +9,7 @@ from .. import functional as F
 from ..ops import linalg as _linalg
 from ..tensor import Tensor
 from ..backend import InputTypeError
-from .out_forms import write_out
+from ..ops._common import write_out
 from .runtime import warn_once
 
 __all__ = ["ctc_loss", "frobenius_norm", "nuclear_norm", "matrix_rank"]
