@@ -9,6 +9,7 @@ import pytest
 
 import minifused as mf
 import minifused.nn as nn
+from test_parametrize import Scaled as _Scale
 
 
 def _tail_moments(lo, hi):
@@ -121,18 +122,6 @@ def test_parametrized_weight_norm_dim_range_and_loading_the_hook_forms_state_dic
                                         "parametrizations.weight.original1"]
     want = g * v / np.sqrt((v * v).sum(1, keepdims=True))
     np.testing.assert_allclose(new.weight.detach().numpy().astype(np.float64), want, rtol=1e-6)
-
-
-class _Scale(nn.Module):
-    def __init__(self, k=2.0):
-        super().__init__()
-        self.k = k
-
-    def forward(self, x):
-        return x * self.k
-
-    def right_inverse(self, x):
-        return x / self.k
 
 
 class _Split(nn.Module):

@@ -12,7 +12,7 @@ import minifused as mf
 from minifused import backend, nn, optim
 from minifused.optim import lr_scheduler as S
 from minifused.optim import swa_utils as swa
-from test_lr_scheduler import _warnings_of as _user_warnings
+from test_lr_scheduler import _lrs, _warnings_of as _user_warnings
 
 
 @pytest.fixture(autouse=True)
@@ -191,15 +191,6 @@ def test_arguments_that_are_no_numbers_are_type_errors(make):
     naming the scheduler and the argument."""
     with pytest.raises(TypeError, match=r"(CyclicLR|StepLR|OneCycleLR|SWALR): .*(number|gamma)"):
         make(_sgd(groups=2))
-
-
-def _lrs(sched, opt, n):
-    out = [sched.get_last_lr()[0]]
-    for _ in range(n):
-        opt.step()
-        sched.step()
-        out.append(sched.get_last_lr()[0])
-    return out
 
 
 def test_cyclic_lr_with_step_size_down_zero_is_a_sawtooth():

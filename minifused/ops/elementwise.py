@@ -169,7 +169,8 @@ def _power(a, b):
 class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
-        out = Pow._integer_power(a, b) if getattr(b, "dtype", None) is not None and b.dtype.kind == "i" else _power(a, b)
+        integer = getattr(b, "dtype", None) is not None and b.dtype.kind == "i"
+        out = Pow._integer_power(a, b) if integer else _power(a, b)
         ctx.save_for_backward(a, b, out)
         return out
 
