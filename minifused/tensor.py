@@ -17,6 +17,7 @@ import operator
 import warnings
 import weakref
 
+import ml_dtypes
 import numpy as np
 
 from . import autograd, backend
@@ -179,6 +180,9 @@ class Tensor:
         # PyTorch swaps the storage: shape and dtype may change with it.
         if not isinstance(value, Tensor):
             raise InputTypeError(f"Tensor.data: expected a Tensor, got {type(value).__name__}")
+        if self._requires_grad and not backend.is_floating(value.dtype):
+            raise RuntimeError(f"data set to a tensor that requires gradients must be floating point or complex dtype, "
+                               f"got {value.dtype}")
         self._data = value._data
 
     @property
@@ -582,8 +586,16 @@ class Tensor:
         a, b = _float_arg("uniform_", "from", a), _float_arg("uniform_", "to", b)
         if not backend.is_floating(self.dtype):
             raise InputTypeError(f"uniform_: expected a floating-point tensor, got {self.dtype}")
+        top = float(ml_dtypes.finfo(self.dtype).max)  # (PyTorch's bounds: the dtype's finite range, and its span)
+        c_name = _C_FLOAT_NAMES.get(np.dtype(self.dtype).name, np.dtype(self.dtype).name)
+        for name, v in (("from", a), ("to", b)):
+            if not -top <= v <= top:
+                raise RuntimeError(f"uniform_: {name} is out of bounds for {c_name}, got {v}")
         if not a <= b:
             raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
+        if b - a > top:
+            raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{c_name}>::max(), but found to={b} and "
+                               f"from={a} which result in to-from to exceed the limit")
         gen = backend.generator(self.device, generator, "uniform_")
 
         def write(out):
@@ -658,6 +670,7 @@ class Tensor:
 
 #: How tensors print (``minifused.set_printoptions``, PyTorch's names and defaults but for ``threshold``).
 PRINT_OPTIONS = {"precision": 4, "threshold": 200, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+_C_FLOAT_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 _PRINT_PROFILES = {"default": (4, 200, 3, 80), "short": (2, 1000, 2, 80), "full": (4, 2 ** 62, 3, 80)}
 
 

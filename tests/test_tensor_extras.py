@@ -496,3 +496,28 @@ def test_nonzero_static_unsafe_splits_and_inplace_top_level_forms():
     assert z.tolist() == [1.0, 0.0, 2.0]
     s = mf.zeros(6)
     assert mf.as_strided_(s, (2, 2), (1, 2)) is s and s.stride() == (1, 2)
+
+
+def test_uniform_bounds_and_data_of_a_tensor_that_requires_grad_as_pytorch():
+    """uniform_'s bounds as PyTorch checks them: each within the dtype's finite range (inf, and 1e5 for float16,
+    out of bounds), from <= to, and to - from within it too; nothing written when refused. ``.data =`` an integer
+    tensor on a tensor that requires grad is PyTorch's RuntimeError (a plain tensor takes it)."""
+    x = mf.zeros(3)
+    for bounds, words in (((0, float("inf")), "to is out of bounds for float"),
+                          ((float("-inf"), 0), "from is out of bounds for float"),
+                          ((-3e38, 3e38), r"to-from <= std::numeric_limits<float>::max\(\)"),
+                          ((2, 1), r"\[from, to\) range, but found from=2 > to=1")):
+        with pytest.raises(RuntimeError, match=words):
+            x.uniform_(*bounds)
+    assert x.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(RuntimeError, match=r"to is out of bounds for c10::Half"):
+        mf.zeros(2, dtype=mf.float16).uniform_(0, 1e5)
+    y = mf.zeros(4, dtype=mf.bfloat16).uniform_(0, 1e5)  # (bfloat16's range holds it)
+    assert float(y.float().min()) >= 0 and float(y.float().max()) <= 1e5
+    p = mf.nn.Parameter(mf.ones(2))
+    with pytest.raises(RuntimeError, match="data set to a tensor that requires gradients must be floating point"):
+        p.data = mf.tensor([1, 2])
+    assert p.dtype == mf.float32 and p.tolist() == [1.0, 1.0]
+    q = mf.ones(2)
+    q.data = mf.tensor([1, 2])
+    assert q.dtype == mf.int64
