@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import autograd as _autograd
 from .nn.norm import _BatchNorm
-from .nn.stateless import functional_call as _functional_call
+from .nn.stateless import call_with as _functional_call
 from .ops import stack as _stack
 from .tensor import Tensor as _Tensor
 

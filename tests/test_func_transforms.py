@@ -110,3 +110,21 @@ def test_replace_all_batch_norm_modules_stops_running_statistics():
     y = m[0].eval()(mf.tensor(x)).detach().numpy()
     mean, var = x.mean((0, 2, 3), keepdims=True), x.var((0, 2, 3), keepdims=True)
     np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-10)
+
+
+def test_stateless_functional_call_warns_as_deprecated_and_func_does_not():
+    """PyTorch deprecates torch.nn.utils.stateless.functional_call (FutureWarning) for torch.func.functional_call,
+    the same call without the warning; both give the forward with the given weight."""
+    import warnings
+
+    from minifused import func
+    from minifused.nn.utils import stateless
+
+    m = mf.nn.Linear(2, 1, bias=False)
+    w = mf.tensor([[2.0, 3.0]])
+    with pytest.warns(FutureWarning, match="stateless.functional_call` is deprecated as of PyTorch 2.0"):
+        old = stateless.functional_call(m, {"weight": w}, (mf.ones(2),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = func.functional_call(m, {"weight": w}, (mf.ones(2),))
+    assert old.tolist() == new.tolist() == [5.0]

@@ -3,6 +3,8 @@ replaced by given tensors for the one call, the module's own put back afterwards
 ``minifused.func.functional_call`` is the same call taking a sequence of dicts too."""
 from __future__ import annotations
 
+import warnings
+
 from ..tensor import Tensor
 from .module import Module
 from .parametrize import is_parametrized
@@ -94,6 +96,15 @@ def _restore(undo):
 
 
 def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *, tie_weights=True, strict=False):
+    """:func:`call_with` with PyTorch's deprecation warning of ``torch.nn.utils.stateless.functional_call``
+    (``torch.func.functional_call`` is its replacement, and calls :func:`call_with` without it)."""
+    warnings.warn("`torch.nn.utils.stateless.functional_call` is deprecated as of PyTorch 2.0 and will be removed in a "
+                  "future version of PyTorch. Please use `torch.func.functional_call` instead which is a drop-in "
+                  "replacement.", FutureWarning, stacklevel=2)
+    return call_with(module, parameters_and_buffers, args, kwargs, tie_weights=tie_weights, strict=strict)
+
+
+def call_with(module, parameters_and_buffers, args=None, kwargs=None, *, tie_weights=True, strict=False):
     """``module(*args, **kwargs)`` with the parameters and buffers named (dotted, as in ``state_dict``) in
     ``parameters_and_buffers`` replaced by the given tensors during the call; the module's own are restored
     afterwards, even if the call raises. ``args`` that is not a tuple is the one positional argument.
