@@ -209,6 +209,12 @@ class Tensor:
 
     @property
     def grad(self):
+        if self._ctx is not None and not self._retain:  # (a non-leaf that keeps no .grad: PyTorch's warning)
+            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                          "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+                          "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+                          "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead.",
+                          UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter

@@ -845,3 +845,20 @@ def test_accumulating_into_an_expanded_grad_raises_and_once_differentiable_path(
     x.grad = mf.ones(3)
     (x * mf.tensor([1.0, 2.0, 3.0])).sum().backward()
     assert x.grad.tolist() == [2.0, 3.0, 4.0]
+
+
+def test_reading_grad_of_a_non_leaf_warns_as_pytorch():
+    """PyTorch warns when .grad of a non-leaf that does not retain it is read (it stays None); a leaf's, and a
+    non-leaf's after retain_grad(), are read silently."""
+    import warnings
+
+    x = mf.ones(2, requires_grad=True)
+    y = x * 2
+    with pytest.warns(UserWarning, match="The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"):
+        assert y.grad is None
+    z = x * 3
+    z.retain_grad()
+    z.sum().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert z.grad.tolist() == [1.0, 1.0] and x.grad.tolist() == [3.0, 3.0]
