@@ -600,8 +600,8 @@ class Tensor:
         if not a <= b:
             raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
         if b - a > top:
-            raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{c_name}>::max(), but found to={b} and "
-                               f"from={a} which result in to-from to exceed the limit")
+            raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{c_name}>::max(), but found "
+                               f"to={b} and from={a} which result in to-from to exceed the limit")
         gen = backend.generator(self.device, generator, "uniform_")
 
         def write(out):
