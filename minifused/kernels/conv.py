@@ -704,9 +704,9 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
                 return dx, dw if dw_by_path else dw_run, db
             return dx, dw, None
         return run(dy, x, w, mask, need_dx, need_dw, need_db)
-    if need_dx and not (need_dw or need_db):
+    if mask is None and need_dx and not (need_dw or need_db):  # (these halves read dy unmasked)
         return conv2d_backward_data_ref(dy, w, x_shape, *geo), None, None
-    if need_dw and not (need_dx or need_db):
+    if mask is None and need_dw and not (need_dx or need_db):
         return None, conv2d_backward_filter_ref(dy, x, w_shape, *geo), None
     return conv2d_backward_ref(dy, x, w, *geo, mask, need_dx, need_dw, need_db)
 
