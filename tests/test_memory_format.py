@@ -104,7 +104,7 @@ CHANNELS_LAST_KEEPERS = {  # ops whose output (and input gradient) follow a chan
 @pytest.mark.parametrize("op", CHANNELS_LAST_KEEPERS)
 def test_pooling_and_conv_transpose_keep_channels_last(op, device, rng):
     """A channels-last input gives a channels-last output and input gradient with the C-contiguous run's values
-    (the kernels run C-contiguous); conv_transpose2d's weight gradient takes the weight's layout."""
+    (max pooling's kernels in place, the others on C-contiguous copies); conv_transpose2d's weight gradient takes the weight's layout."""
     x = rng.standard_normal((2, 8, 6, 4)).astype(np.float32)
     w = rng.standard_normal((8, 5, 3, 3)).astype(np.float32)
     fn = CHANNELS_LAST_KEEPERS[op] or (lambda a, b: F.conv_transpose2d(a, b, stride=2, padding=1,

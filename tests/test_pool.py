@@ -191,8 +191,10 @@ def test_gpu_cases_match_reference(case, poisoned_pool):
 
 def _check_gpu_pooling(shape, k, s, p, cm, dt, rng):
     """The GPU kernels of max and average pooling (every divisor rule), forward and backward, against the
-    references, on distinct values (the argmax unambiguous in every dtype)."""
+    references, on distinct values (the argmax unambiguous in every dtype); max pooling channels-last too."""
     import cupy
+
+    from minifused.kernels import c_contiguous, channels_last_strided, to_channels_last
 
     x = (rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100).astype(np.float32) / 8
     x = x.astype(dt)
@@ -209,6 +211,19 @@ def _check_gpu_pooling(shape, k, s, p, cm, dt, rng):
     dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p)
     tol = 1e-2 if dt.itemsize == 2 else 1e-6
     np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64), rtol=tol, atol=tol)
+    # channels-last in place: the same values, positions and gradient bits, in that layout (from a dy in either)
+    x_cl = to_channels_last(xg)
+    cl = not c_contiguous(x_cl)  # (one channel, or a 1x1 plane: both layouts at once, taken as C-contiguous)
+    in_layout = channels_last_strided if cl else c_contiguous
+    y_cl, idx_cl = K.max_pool2d_forward(x_cl, k, s, p, cm)
+    assert in_layout(y_cl) and in_layout(idx_cl)
+    bits = lambda a: np.ascontiguousarray(cupy.asnumpy(a)).view(np.uint8)  # noqa: E731
+    np.testing.assert_array_equal(bits(y_cl), bits(y))
+    np.testing.assert_array_equal(cupy.asnumpy(idx_cl), cupy.asnumpy(idx))
+    for dy_in in (cupy.asarray(dy), to_channels_last(cupy.asarray(dy))):
+        dx_cl = K.max_pool2d_backward(dy_in, idx_cl, shape, k, s, p, channels_last=cl)
+        assert in_layout(dx_cl)
+        np.testing.assert_array_equal(bits(dx_cl), bits(dx))
     for cip, divisor in ((True, 0), (False, 0), (False, 3), (True, -2)):
         ya = K.avg_pool2d_forward(xg, k, s, p, cm, cip, divisor)
         yar = K.avg_pool2d_forward_ref(x, k, s, p, cm, cip, divisor)

@@ -1,5 +1,5 @@
-// 2-D max and average pooling over NCHW planes (average pooling whose windows tile the input also channels-last:
-// avgpool_tiled_*, at the end), forward and backward. One thread per output
+// 2-D max and average pooling over NCHW planes (max pooling, and average pooling whose windows tile the input, also
+// channels-last), forward and backward. One thread per output
 // (forward) or per input element (backward: it gathers from the windows that contain it, so the
 // result is deterministic with no atomics). Max pooling's window taps are dh, dw apart (dilation); it
 // keeps, for its backward, the argmax's position inside its window (tap i*kw + j, padding included) in
@@ -47,15 +47,35 @@ typedef int IDX;
     if ((total) < 2147483647LL - (long long)gridDim.x * blockDim.x) body<int>(__VA_ARGS__); \
     else body<long long>(__VA_ARGS__)
 
-template <typename I>
+// Max pooling in either layout (nhwc: x's memory (N, H, W, C), y's, idx's, dy's and dx's likewise; else NCHW).
+// window_plane gives the flat index of input (h, w) = (0, 0) in the plane of output o (o in the output's memory
+// order) and o's (p, q); input (h, w) then lies at that index + (h*W + w) * tap, tap = C channels-last, else 1.
+// Channels-last, neighbouring threads take neighbouring channels: every load and store is coalesced, with no
+// transposes around the kernels.
+template <bool NHWC, typename I>
+__device__ __forceinline__ I window_plane(I o, int C, int H, int W, int P, int Q, int& p, int& q) {
+    if (NHWC) {
+        const int c = (int)(o % C);
+        const I t = o / C;
+        q = (int)(t % Q);
+        const I u = t / Q;
+        p = (int)(u % P);
+        return u / P * H * W * C + c;
+    }
+    q = (int)(o % Q);
+    const I t = o / Q;
+    p = (int)(t % P);
+    return t / P * H * W;
+}
+
+template <bool NHWC, typename I>
 __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
-                                       long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw, int dh, int dw, int want_idx) {
+                                                 long long NC, int C, int H, int W, int P, int Q, int kh, int kw,
+                                                 int sh, int sw, int ph, int pw, int dh, int dw, int want_idx) {
+    const I tap = NHWC ? C : 1;
     GRID_LOOP(o, NC * P * Q) {
-        const int q = (int)(o % Q);
-        const int p = (int)((o / Q) % P);
-        const I nc = o / ((I)P * Q);
-        const T* plane = x + nc * H * W;
+        int p, q;
+        const T* plane = x + window_plane<NHWC, I>(o, C, H, W, P, Q, p, q);
         const int h0 = p * sh - ph, w0 = q * sw - pw;
         A best = (A)__int_as_float(0xff800000);
         int bi = -1;
@@ -65,7 +85,7 @@ __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __r
             for (int j = 0; j < kw; ++j) {
                 const int w = w0 + j * dw;
                 if (w < 0 || w >= W) continue;
-                const A v = to_acc<A>(plane[h * W + w]);
+                const A v = to_acc<A>(plane[((I)h * W + w) * tap]);
                 if (v > best || isnan(v) || bi < 0) { best = v; bi = i * kw + j; }
             }
         }
@@ -74,22 +94,32 @@ __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __r
     }
 }
 
-extern "C" __global__ void maxpool_fwd(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
-                                       long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw, int dh, int dw, int want_idx) {
-    DISPATCH(maxpool_fwd_body, NC * max((long long)H * W, (long long)P * Q), x, y, idx, NC, H, W, P, Q, kh, kw, sh, sw,
-             ph, pw, dh, dw, want_idx);
+template <typename I>
+__device__ __forceinline__ void maxpool_fwd_layout(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
+                                                   long long NC, int C, int H, int W, int P, int Q, int kh, int kw,
+                                                   int sh, int sw, int ph, int pw, int dh, int dw, int want_idx,
+                                                   int nhwc) {
+    if (nhwc) maxpool_fwd_body<true, I>(x, y, idx, NC, C, H, W, P, Q, kh, kw, sh, sw, ph, pw, dh, dw, want_idx);
+    else maxpool_fwd_body<false, I>(x, y, idx, NC, C, H, W, P, Q, kh, kw, sh, sw, ph, pw, dh, dw, want_idx);
 }
 
-template <typename I>
-__device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const IDX* __restrict__ idx, T* __restrict__ dx,
-                                       long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw, int dh, int dw) {
+extern "C" __global__ void maxpool_fwd(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
+                                       long long NC, int C, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
+                                       int ph, int pw, int dh, int dw, int want_idx, int nhwc) {
+    DISPATCH(maxpool_fwd_layout, NC * max((long long)H * W, (long long)P * Q), x, y, idx, NC, C, H, W, P, Q, kh, kw,
+             sh, sw, ph, pw, dh, dw, want_idx, nhwc);
+}
+
+// one thread per input element e (in its memory order) gathers from the windows that contain it
+template <bool NHWC, typename I>
+__device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                                 T* __restrict__ dx, long long NC, int C, int H, int W, int P, int Q,
+                                                 int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw) {
     const int eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;  // the windows' extent
+    const I tap = NHWC ? C : 1;
     GRID_LOOP(e, NC * H * W) {
-        const int w = (int)(e % W);
-        const int h = (int)((e / W) % H);
-        const I nc = e / ((I)H * W);
+        int h, w;
+        const I plane = window_plane<NHWC, I>(e, C, P, Q, H, W, h, w);  // (e's plane of the output: P x Q)
         // the windows whose extent covers (h, w); with dilation, only those with a tap on it
         const int p0 = (h + ph < eh) ? 0 : (h + ph - eh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
         const int q0 = (w + pw < ew) ? 0 : (w + pw - ew) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
@@ -106,7 +136,7 @@ __device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const
                     if (j % dw) continue;
                     j /= dw;
                 }
-                const I o = (nc * P + p) * Q + q;
+                const I o = plane + ((I)p * Q + q) * tap;
                 if ((int)idx[o] == i * kw + j) s += to_acc<A>(dy[o]);
             }
         }
@@ -114,11 +144,20 @@ __device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const
     }
 }
 
+template <typename I>
+__device__ __forceinline__ void maxpool_bwd_layout(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                                   T* __restrict__ dx, long long NC, int C, int H, int W, int P, int Q,
+                                                   int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                                                   int nhwc) {
+    if (nhwc) maxpool_bwd_body<true, I>(dy, idx, dx, NC, C, H, W, P, Q, kh, kw, sh, sw, ph, pw, dh, dw);
+    else maxpool_bwd_body<false, I>(dy, idx, dx, NC, C, H, W, P, Q, kh, kw, sh, sw, ph, pw, dh, dw);
+}
+
 extern "C" __global__ void maxpool_bwd(const T* __restrict__ dy, const IDX* __restrict__ idx, T* __restrict__ dx,
-                                       long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw, int dh, int dw) {
-    DISPATCH(maxpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh, kw, sh,
-             sw, ph, pw, dh, dw);
+                                       long long NC, int C, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
+                                       int ph, int pw, int dh, int dw, int nhwc) {
+    DISPATCH(maxpool_bwd_layout, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, C, H, W, P, Q, kh, kw,
+             sh, sw, ph, pw, dh, dw, nhwc);
 }
 
 // the divisor of window (p, q): divisor_override where given (nonzero), else its positions (padding included or not)
@@ -136,29 +175,35 @@ __device__ __forceinline__ int pool_count(int p, int q, int H, int W, int kh, in
 // H = P*kh, W = Q*kw: every input in exactly one window, as in the usual 2x2 pooling): one
 // thread per window writes its whole window (the gradient at the argmax, zeros elsewhere), so
 // no thread searches for the windows that contain it.
-template <typename I>
+template <bool NHWC, typename I>
 __device__ __forceinline__ void maxpool_bwd_tiled_body(const T* __restrict__ dy, const IDX* __restrict__ idx,
-                                                       T* __restrict__ dx, long long NC, int H, int W, int P, int Q,
-                                                       int kh, int kw) {
+                                                       T* __restrict__ dx, long long NC, int C, int H, int W, int P,
+                                                       int Q, int kh, int kw) {
+    const I tap = NHWC ? C : 1;
     GRID_LOOP(o, NC * P * Q) {
-        const int q = (int)(o % Q);
-        const I t = o / Q;
-        const int p = (int)(t % P);
-        const I nc = t / P;
+        int p, q;
+        T* plane = dx + window_plane<NHWC, I>(o, C, H, W, P, Q, p, q);
         const int arg = (int)idx[o];  // position in the window, i*kw + j
         const T g = dy[o];
-        T* plane = dx + nc * H * W;
         for (int i = 0; i < kh; ++i)
             for (int j = 0; j < kw; ++j)
-                plane[(p * kh + i) * W + q * kw + j] = i * kw + j == arg ? g : from_acc<T>((A)0);
+                plane[((I)(p * kh + i) * W + q * kw + j) * tap] = i * kw + j == arg ? g : from_acc<T>((A)0);
     }
 }
 
+template <typename I>
+__device__ __forceinline__ void maxpool_bwd_tiled_layout(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                                         T* __restrict__ dx, long long NC, int C, int H, int W, int P,
+                                                         int Q, int kh, int kw, int nhwc) {
+    if (nhwc) maxpool_bwd_tiled_body<true, I>(dy, idx, dx, NC, C, H, W, P, Q, kh, kw);
+    else maxpool_bwd_tiled_body<false, I>(dy, idx, dx, NC, C, H, W, P, Q, kh, kw);
+}
+
 extern "C" __global__ void maxpool_bwd_tiled(const T* __restrict__ dy, const IDX* __restrict__ idx,
-                                             T* __restrict__ dx, long long NC, int H, int W, int P, int Q, int kh,
-                                             int kw) {
-    DISPATCH(maxpool_bwd_tiled_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh,
-             kw);
+                                             T* __restrict__ dx, long long NC, int C, int H, int W, int P, int Q,
+                                             int kh, int kw, int nhwc) {
+    DISPATCH(maxpool_bwd_tiled_layout, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, C, H, W, P, Q,
+             kh, kw, nhwc);
 }
 
 template <typename I>
@@ -222,20 +267,9 @@ extern "C" __global__ void avgpool_bwd(const T* __restrict__ dy, T* __restrict__
 template <bool NHWC, typename I>
 __device__ __forceinline__ I tile_origin(I o, int C, int H, int W, int P, int Q, int kh, int kw) {
     // the flat index of window o's first input (o in the output's memory order)
-    if (NHWC) {
-        const int c = (int)(o % C);
-        const I t = o / C;
-        const int q = (int)(t % Q);
-        const I u = t / Q;
-        const int p = (int)(u % P);
-        const I n = u / P;
-        return ((n * H + (I)p * kh) * W + (I)q * kw) * C + c;
-    }
-    const int q = (int)(o % Q);
-    const I t = o / Q;
-    const int p = (int)(t % P);
-    const I nc = t / P;
-    return (nc * H + (I)p * kh) * W + (I)q * kw;
+    int p, q;
+    const I plane = window_plane<NHWC, I>(o, C, H, W, P, Q, p, q);
+    return plane + ((I)p * kh * W + (I)q * kw) * (NHWC ? C : 1);
 }
 
 template <typename I>

@@ -1,7 +1,7 @@
 """2-D max and average pooling on raw NCHW arrays, forward and backward.
 
 ``max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices, dilation) -> (y, indices)``,
-``max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation) -> dx``,
+``max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation, channels_last) -> dx``,
 ``avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor) -> y``,
 ``avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad, divisor) -> dx``
 (``divisor``: divisor_override, each window's sum divided by it; 0: by the window's size).
@@ -16,8 +16,8 @@ pool keeps 1 byte per output instead of 4). The backward decodes it with the win
 NumPy arrays go to the references (``*_ref``), CuPy arrays (every float dtype) to ``pool.cu``. The forward
 references also take integer arrays (max pooling any integer dtype, average pooling int64), computed in their own
 dtype: the max exact, the average's sum divided with C's truncation toward zero, as PyTorch's cpu kernels.
-Inputs are assumed valid and C-contiguous, but for average pooling's, which take either dense layout (and return
-it), channels-last in place where the windows tile the input (:func:`tiles_exactly`).
+Inputs are assumed valid; max pooling takes either dense layout (and returns it), channels-last in place, as average
+pooling does where its windows tile the input (:func:`tiles_exactly`); other layouts are read as C-contiguous copies.
 """
 from __future__ import annotations
 
@@ -223,38 +223,47 @@ def _launch(dtype, name, total, arrays, consts, idx_dtype=np.dtype(np.uint8)):
 
 
 def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices=True, dilation=(1, 1)):
+    """(y, the window positions or None): y and the positions in x's layout (channels-last or C-contiguous; a
+    strided x is read as a C-contiguous copy); on the CPU the positions are C-contiguous."""
+    cl = is_channels_last(x)
     if not backend.is_cuda_array(x):
-        return max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, want_indices, dilation)
+        y, idx = max_pool2d_forward_ref(to_layout(x, False), kernel, stride, padding, ceil_mode, want_indices,
+                                        dilation)
+        return to_layout(y, cl), idx
     import cupy
 
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode, dilation[0])
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode, dilation[1])
-    y = cupy.ndarray((n, c, p, q), x.dtype)
+    empty = empty_channels_last if cl else cupy.ndarray
+    y = empty((n, c, p, q), x.dtype)
     it = index_dtype(kernel)
-    idx = cupy.ndarray((n, c, p, q), it) if want_indices else None
+    idx = empty((n, c, p, q), it) if want_indices else None
     # without indices the kernel writes none: any device pointer fills the slot
-    _launch(x.dtype, "maxpool_fwd", y.size, (x, y, y if idx is None else idx),
-            (n * c, h, w, p, q, *kernel, *stride, *padding, *dilation, int(want_indices)), it)
+    _launch(x.dtype, "maxpool_fwd", y.size, (relayout(x, cl), y, y if idx is None else idx),
+            (n * c, c, h, w, p, q, *kernel, *stride, *padding, *dilation, int(want_indices), int(cl)), it)
     return y, idx
 
 
-def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=(1, 1)):
+def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=(1, 1), channels_last=False):
+    """dx laid out ``channels_last`` or C-contiguous, from a dy in either (or strided); on the GPU ``indices`` are
+    in that layout (the forward's, of an input so laid out), on the CPU C-contiguous."""
     if not backend.is_cuda_array(dy):
-        return max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding, dilation)
+        return to_layout(max_pool2d_backward_ref(to_layout(dy, False), indices, x_shape, kernel, stride, padding,
+                                                 dilation), channels_last)
     import cupy
 
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
-    dx = cupy.ndarray(x_shape, dy.dtype)
+    dy = relayout(dy, channels_last)
+    dx = empty_channels_last(x_shape, dy.dtype) if channels_last else cupy.ndarray(x_shape, dy.dtype)
     if _tiles(kernel, stride, padding, dilation, (h, w), (p, q)):
         # the windows tile the input: one thread per window writes it whole (pool.cu)
         _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
-                (n * c, h, w, p, q, *kernel), indices.dtype)
+                (n * c, c, h, w, p, q, *kernel, int(channels_last)), indices.dtype)
         return dx
     _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx),
-            (n * c, h, w, p, q, *kernel, *stride, *padding, *dilation),
-            indices.dtype)
+            (n * c, c, h, w, p, q, *kernel, *stride, *padding, *dilation, int(channels_last)), indices.dtype)
     return dx
 
 

@@ -1,8 +1,8 @@
 """Max and average pooling. Max pooling keeps, on the tape, each maximum's position inside its window
 (uint8 for windows of up to 256 positions; see ``kernels.pool``) for its backward; asked for them, it
-also returns them as PyTorch does (flat int64 ``h*W + w``, no gradient). The kernels run on C-contiguous
-arrays (average pooling's whose windows tile the input exactly on channels-last ones too); a channels-last input gets
-a channels-last output and gradient, as PyTorch's (``relayout``: on the GPU the convolutions' tiled transpose, which a
+also returns them as PyTorch does (flat int64 ``h*W + w``, no gradient). A channels-last input gets a channels-last
+output and gradient, as PyTorch's: max pooling's kernels (and average pooling's whose windows tile the input exactly)
+run on it in place, others on C-contiguous copies (``relayout``: on the GPU the convolutions' tiled transpose, which a
 copy of a transposed view reaches a fraction of the speed of)."""
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from .. import autograd, backend
 from ..autograd import Function
 from ..kernels import is_channels_last, to_layout
 from ..kernels import pool as K
-from ..kernels.conv import relayout
 from ..tensor import Tensor
 from .elementwise import zero_linked
 from .resample import LinearMap, take_planes
@@ -21,21 +20,19 @@ class MaxPool2dFn(Function):
     def forward(ctx, x, *, kernel, stride, padding, ceil_mode, dilation=(1, 1), found=None):
         """``found``, a dict if given, receives the window positions as ``found["indices"]``."""
         ctx.channels_last = is_channels_last(x)
-        x = relayout(x, False)
         grad = autograd.is_grad_enabled() and ctx.needs_input_grad[0]
         y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad or found is not None,
-                                      dilation=dilation)
+                                      dilation=dilation)  # (y and idx in x's layout)
         if found is not None:
             found["indices"] = idx
         ctx.indices = idx
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding, dilation)
-        return relayout(y, ctx.channels_last)
+        return y
 
     @staticmethod
     def backward(ctx, dy):
-        dy = relayout(dy, False)
-        return relayout(K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry), ctx.channels_last)
+        return K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry, ctx.channels_last)
 
     @staticmethod
     def backward_graph(ctx, dy):
@@ -43,8 +40,7 @@ class MaxPool2dFn(Function):
         dy there): a :class:`LinearMap` whose adjoint gathers at those positions."""
         idx, x_shape, geometry, cl = ctx.indices, ctx.x_shape, ctx.geometry, ctx.channels_last
         flat = K.indices_to_flat(idx, x_shape, *geometry)
-        gx = LinearMap.apply(dy, lambda g: to_layout(K.max_pool2d_backward(_contiguous(g), idx, x_shape, *geometry),
-                                                     cl),
+        gx = LinearMap.apply(dy, lambda g: K.max_pool2d_backward(g, idx, x_shape, *geometry, cl),
                              lambda g: to_layout(take_planes(g, flat), cl))
         return zero_linked(gx, ctx, 0, gx._data)  # (tied to x, as relu's gradient: PyTorch's reaches it)
 
