@@ -171,7 +171,8 @@ class Pow(Function):
     def forward(ctx, a, b):
         integer = getattr(b, "dtype", None) is not None and b.dtype.kind == "i"
         out = Pow._integer_power(a, b) if integer else _power(a, b)
-        ctx.save_for_backward(a, b, out)
+        # the result only for the exponent's gradient, as PyTorch's: x.pow(2) may be changed in place before backward
+        ctx.save_for_backward(a, b, out if ctx.needs_input_grad[1] else None)
         return out
 
     @staticmethod

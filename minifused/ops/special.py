@@ -158,7 +158,10 @@ def signbit(input):  # noqa: A002 - PyTorch's name
 class _Binary(Function):
     """y = f(a, b) elementwise (broadcast; one side may be a Python scalar, as a 0-d array of the other's
     dtype); ``grad(xp, g, a, b, y)`` gives both gradients before unbroadcasting. float16 / bfloat16 compute in
-    float32. ``out`` (the in-place form, ``out is a``): a copy of ``a`` is saved, as it is overwritten."""
+    float32. ``out`` (the in-place form, ``out is a``): a copy of ``a`` is saved, as it is overwritten. ``y`` is
+    saved (and reaches the gradients) only where ``uses_output`` says so, as PyTorch saves it: the others' results
+    may be changed in place before the backward."""
+    uses_output = False
 
     @classmethod
     def forward(cls, ctx, a, b, out=None):
@@ -169,7 +172,8 @@ class _Binary(Function):
             y = _f32(cls.f)(xp, *wide).astype(dtype, copy=False)
         if ctx.recording:
             ctx.shapes = (shape_of(a), shape_of(b))
-            ctx.save_for_backward(backend.copy(wide[0]) if out is a else wide[0], wide[1], y)
+            ctx.save_for_backward(backend.copy(wide[0]) if out is a else wide[0], wide[1],
+                                  y if cls.uses_output else None)
         return y
 
     @classmethod
@@ -186,7 +190,7 @@ class _Binary(Function):
         ``b`` (16-bit floats in float32); ``arrays``: the saved (a, b, y), for masks (constants)."""
         a, b, y = ctx.saved_tensors
         at, bt = (_wide_graph(ctx.graph_input(i, v)) for i, v in enumerate((a, b)))
-        arrays = [v.astype(np.float32) if v.dtype in _HALF else v for v in (a, b, y)]
+        arrays = [v.astype(np.float32) if v is not None and v.dtype in _HALF else v for v in (a, b, y)]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             grads = cls.graph_grad(_wide_graph(g), at, bt, arrays)
         return tuple(unbroadcast_graph(d, s) if n else None
@@ -234,6 +238,8 @@ class LogAddExp2(LogAddExp):
 
 
 class Copysign(_Binary):
+    uses_output = True
+
     @staticmethod
     def f(xp, a, b):
         return xp.copysign(a, b)
