@@ -422,6 +422,61 @@ def test_gpu_max_pool_backward_tiled_windows(dtype, poisoned_pool):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_gpu_max_pool_channels_last_vectors(dtype, poisoned_pool):
+    """Channels-last max pooling of whole 16-byte channel vectors (maxpool_nhwc_*), random windows with
+    padding, strides, dilation, ceil_mode and wide windows (int16 positions): the references' values and positions,
+    and the same bits as the one-channel-a-thread kernels, which a misaligned input takes (every output written:
+    poisoned pool)."""
+    import cupy
+
+    from minifused.kernels import is_channels_last, to_channels_last
+
+    def bits(a):
+        return np.ascontiguousarray(cupy.asnumpy(a)).view(np.uint8)
+
+    def misaligned(a):  # a's values, channels-last, one element past a 16-byte boundary
+        buf = cupy.empty(a.size + 1, a.dtype)
+        out = cupy.ndarray(a.shape, a.dtype, buf.data + a.itemsize, strides=to_channels_last(a).strides)
+        out[...] = a
+        return out
+
+    dt = backend.as_dtype(dtype)
+    vec = 16 // dt.itemsize
+    rng = np.random.default_rng(12)
+    configs = [((2, 4 * vec, 17, 13), (3, 3), (2, 2), (1, 1), (1, 1), False),
+               ((3, vec, 9, 10), (2, 3), (1, 2), (1, 1), (2, 1), True),
+               ((1, 2 * vec, 40, 21), (17, 16), (3, 2), (8, 8), (1, 1), True)]
+    for _ in range(8):
+        k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        d = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        configs.append(((int(rng.integers(1, 3)), vec * int(rng.integers(1, 4)), int(rng.integers(6, 15)),
+                         int(rng.integers(6, 15))), k, (int(rng.integers(1, 3)), int(rng.integers(1, 3))),
+                        (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1))), d,
+                        bool(rng.random() < 0.3)))
+    for shape, k, s, p, d, cm in configs:
+        x = (rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100).astype(np.float32) / 8
+        x = x.astype(dt)
+        yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm, dilation=d)
+        dy = rng.standard_normal(yr.shape).astype(dt)
+        dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p, d)
+        runs = []
+        for xg in (to_channels_last(cupy.asarray(x)), misaligned(cupy.asarray(x))):
+            y, idx = K.max_pool2d_forward(xg, k, s, p, cm, dilation=d)
+            dx = K.max_pool2d_backward(misaligned(cupy.asarray(dy)) if len(runs) else to_channels_last(
+                cupy.asarray(dy)), idx, shape, k, s, p, d, channels_last=True)
+            assert is_channels_last(y) and is_channels_last(dx)
+            np.testing.assert_array_equal(cupy.asnumpy(y).astype(np.float64), yr.astype(np.float64))
+            np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
+            tol = 1e-2 if dt.itemsize == 2 else 1e-6
+            np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64), rtol=tol,
+                                       atol=tol)
+            runs.append((bits(y), bits(idx), bits(dx)))
+        for a, b in zip(*runs):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("k,s,p,cm", [((17, 16), (3, 2), (8, 8), True), ((16, 16), (16, 16), (0, 0), False),
                                       ((1, 1), (1, 1), (0, 0), False)])
 def test_gpu_wide_windows_int16_indices(k, s, p, cm, poisoned_pool):

@@ -171,6 +171,115 @@ __device__ __forceinline__ int pool_count(int p, int q, int H, int W, int kh, in
     return (h1 - h0) * (w1 - w0);
 }
 
+// Channels-last max pooling with V = 16 / sizeof(T) channels a thread (C % V == 0, 16-byte aligned arrays): one
+// 16-byte load a tap, one index computation for V outputs. The scalar kernels above spend most of their
+// instructions on the index math (divisions by runtime sizes) and so run far from the copy bandwidth; these keep
+// their comparisons, in their order, per channel: the same bits and positions.
+constexpr int V = 16 / sizeof(T);
+struct __align__(16) Vec { T v[V]; };
+struct __align__(V * sizeof(IDX)) IdxVec { IDX v[V]; };
+
+template <typename I>
+__device__ __forceinline__ void maxpool_nhwc_fwd_body(const T* __restrict__ x, T* __restrict__ y,
+                                                      IDX* __restrict__ idx, long long N, int C, int H, int W, int P,
+                                                      int Q, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                                                      int dw, int want_idx) {
+    const int CV = C / V;
+    GRID_LOOP(o, N * P * Q * CV) {  // o: the output's V-channel vector, in memory order
+        const int cv = (int)(o % CV);
+        const I t = o / CV;
+        const int q = (int)(t % Q);
+        const I u = t / Q;
+        const int p = (int)(u % P);
+        const T* plane = x + u / P * H * W * C + cv * V;
+        const int h0 = p * sh - ph, w0 = q * sw - pw;
+        A best[V];
+        int bi[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) { best[k] = (A)__int_as_float(0xff800000); bi[k] = -1; }
+        for (int i = 0; i < kh; ++i) {
+            const int h = h0 + i * dh;
+            if (h < 0 || h >= H) continue;
+            for (int j = 0; j < kw; ++j) {
+                const int w = w0 + j * dw;
+                if (w < 0 || w >= W) continue;
+                const Vec in = *reinterpret_cast<const Vec*>(plane + ((I)h * W + w) * C);
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    const A v = to_acc<A>(in.v[k]);
+                    if (v > best[k] || isnan(v) || bi[k] < 0) { best[k] = v; bi[k] = i * kw + j; }
+                }
+            }
+        }
+        Vec out;
+        IdxVec pos;
+#pragma unroll
+        for (int k = 0; k < V; ++k) { out.v[k] = from_acc<T>(best[k]); pos.v[k] = (IDX)bi[k]; }
+        reinterpret_cast<Vec*>(y)[o] = out;
+        if (want_idx) reinterpret_cast<IdxVec*>(idx)[o] = pos;
+    }
+}
+
+extern "C" __global__ void maxpool_nhwc_fwd(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
+                                            long long N, int C, int H, int W, int P, int Q, int kh, int kw, int sh,
+                                            int sw, int ph, int pw, int dh, int dw, int want_idx) {
+    DISPATCH(maxpool_nhwc_fwd_body, N * C * max((long long)H * W, (long long)P * Q), x, y, idx, N, C, H, W, P, Q, kh,
+             kw, sh, sw, ph, pw, dh, dw, want_idx);
+}
+
+template <typename I>
+__device__ __forceinline__ void maxpool_nhwc_bwd_body(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                                      T* __restrict__ dx, long long N, int C, int H, int W, int P,
+                                                      int Q, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                                                      int dw) {
+    const int eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;
+    const int CV = C / V;
+    GRID_LOOP(e, N * H * W * CV) {  // e: the input's V-channel vector, in memory order
+        const int cv = (int)(e % CV);
+        const I t = e / CV;
+        const int w = (int)(t % W);
+        const I u = t / W;
+        const int h = (int)(u % H);
+        const I plane = u / H * P * Q * C + cv * V;  // (dy's and idx's (0, 0) for these channels)
+        const int p0 = (h + ph < eh) ? 0 : (h + ph - eh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
+        const int q0 = (w + pw < ew) ? 0 : (w + pw - ew) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
+        A s[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) s[k] = 0;
+        for (int p = p0; p < p1; ++p) {
+            int i = h - (p * sh - ph);
+            if (dh > 1) {
+                if (i % dh) continue;
+                i /= dh;
+            }
+            for (int q = q0; q < q1; ++q) {
+                int j = w - (q * sw - pw);
+                if (dw > 1) {
+                    if (j % dw) continue;
+                    j /= dw;
+                }
+                const I o = plane + ((I)p * Q + q) * C;
+                const IdxVec pos = *reinterpret_cast<const IdxVec*>(idx + o);
+                const Vec g = *reinterpret_cast<const Vec*>(dy + o);
+#pragma unroll
+                for (int k = 0; k < V; ++k)
+                    if ((int)pos.v[k] == i * kw + j) s[k] += to_acc<A>(g.v[k]);
+            }
+        }
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < V; ++k) out.v[k] = from_acc<T>(s[k]);
+        reinterpret_cast<Vec*>(dx)[e] = out;
+    }
+}
+
+extern "C" __global__ void maxpool_nhwc_bwd(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                            T* __restrict__ dx, long long N, int C, int H, int W, int P, int Q, int kh,
+                                            int kw, int sh, int sw, int ph, int pw, int dh, int dw) {
+    DISPATCH(maxpool_nhwc_bwd_body, N * C * max((long long)H * W, (long long)P * Q), dy, idx, dx, N, C, H, W, P, Q,
+             kh, kw, sh, sw, ph, pw, dh, dw);
+}
+
 // Max-pool backward when the windows tile the input exactly (kernel == stride, no padding,
 // H = P*kh, W = Q*kw: every input in exactly one window, as in the usual 2x2 pooling): one
 // thread per window writes its whole window (the gradient at the argmax, zeros elsewhere), so

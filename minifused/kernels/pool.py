@@ -239,10 +239,25 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
     y = empty((n, c, p, q), x.dtype)
     it = index_dtype(kernel)
     idx = empty((n, c, p, q), it) if want_indices else None
+    x = relayout(x, cl)
     # without indices the kernel writes none: any device pointer fills the slot
-    _launch(x.dtype, "maxpool_fwd", y.size, (relayout(x, cl), y, y if idx is None else idx),
-            (n * c, c, h, w, p, q, *kernel, *stride, *padding, *dilation, int(want_indices), int(cl)), it)
+    arrays, window = (x, y, y if idx is None else idx), (*kernel, *stride, *padding, *dilation, int(want_indices))
+    if _vectors(cl, c, x, x.dtype):
+        _launch(x.dtype, "maxpool_nhwc_fwd", y.size // _vector(x.dtype), arrays, (n, c, h, w, p, q, *window), it)
+    else:
+        _launch(x.dtype, "maxpool_fwd", y.size, arrays, (n * c, c, h, w, p, q, *window, int(cl)), it)
     return y, idx
+
+
+def _vector(dtype):
+    """Channels a thread of the ``maxpool_nhwc_*`` kernels takes: 16 bytes of them."""
+    return 16 // np.dtype(dtype).itemsize
+
+
+def _vectors(cl, c, a, dtype):
+    """Whether channels-last pooling of ``a`` may take the ``maxpool_nhwc_*`` kernels: channels in whole 16-byte
+    vectors, ``a`` 16-byte aligned (the other arrays are new)."""
+    return cl and c % _vector(dtype) == 0 and a.data.ptr % 16 == 0
 
 
 def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=(1, 1), channels_last=False):
@@ -262,8 +277,13 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=
         _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
                 (n * c, c, h, w, p, q, *kernel, int(channels_last)), indices.dtype)
         return dx
-    _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx),
-            (n * c, c, h, w, p, q, *kernel, *stride, *padding, *dilation, int(channels_last)), indices.dtype)
+    window = (*kernel, *stride, *padding, *dilation)
+    if _vectors(channels_last, c, dy, dy.dtype):
+        _launch(dy.dtype, "maxpool_nhwc_bwd", dx.size // _vector(dy.dtype), (dy, indices, dx),
+                (n, c, h, w, p, q, *window), indices.dtype)
+        return dx
+    _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx), (n * c, c, h, w, p, q, *window, int(channels_last)),
+            indices.dtype)
     return dx
 
 
