@@ -2266,7 +2266,7 @@ ACTIVATION_OPS = [
                S("cosine_embedding_loss", (6, 4), (6, 4), const(sign((6,))), margin=0.2),
                S("cosine_embedding_loss_1d_none", (5,), (5,), const(sign(())), reduction="none")),
            errors=(E("cosine_embedding_target_dims", lambda: F.cosine_embedding_loss(t(3, 4), t(3, 4), t(3, 1)),
-                     ValueError, "cosine_embedding_loss: 2D target tensor expects 1D target tensor"),)),
+                     ValueError, "cosine_embedding_loss: 0D or 1D target tensor expected"),)),
     OpInfo("multilabel_soft_margin_loss", F.multilabel_soft_margin_loss, multilabel_soft_margin_ref,
            spelled="F.multilabel_soft_margin_loss", torch=_tf("multilabel_soft_margin_loss"), samples=(
                S("multilabel_soft_margin_loss", (4, 5), const(binary((4, 5)))),

@@ -59,3 +59,16 @@ def test_copysign_keeps_its_result():
     y.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("shapes, message", [
+    (((4,), (4,), (1,)), r"1D target tensor expects 2D input tensors, but found inputs with sizes \[4\] and \[4\]"),
+    (((3, 4), (4,), (3,)), r"1D target tensor expects 2D input tensors, but found inputs with sizes \[3, 4\] and \[4\]"),
+    (((2, 3), (2, 3), ()), r"0D target tensor expects 1D input tensors"),
+    (((2, 3, 4), (2, 3, 4), (2, 3)), "0D or 1D target tensor expected, multi-target not supported"),
+    (((3, 4), (2, 4), (3,)), r"expected two inputs of one shape, got \(3, 4\) and \(2, 4\)"),
+])
+def test_cosine_embedding_loss_names_the_ranks_it_expects(shapes, message):
+    a, b, y = (mf.ones(*s) if s else mf.tensor(1.0) for s in shapes)
+    with pytest.raises(RuntimeError, match="cosine_embedding_loss: " + message):
+        mf.nn.functional.cosine_embedding_loss(a, b, y)

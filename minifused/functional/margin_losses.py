@@ -80,12 +80,15 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     op = "cosine_embedding_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input1=input1, input2=input2, target=target)
-    if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
-        raise InputError(f"{op}: expected two (N, D) or (D,) inputs of one shape, got {tuple(input1.shape)} and "
+    # PyTorch's checks in its order: the target's rank, the inputs' ranks for it, then their shapes
+    if target.ndim not in (0, 1):
+        raise InputError(f"{op}: 0D or 1D target tensor expected, multi-target not supported")
+    if not input1.ndim == input2.ndim == target.ndim + 1:
+        raise InputError(f"{op}: {target.ndim}D target tensor expects {target.ndim + 1}D input tensors, but found "
+                         f"inputs with sizes {list(input1.shape)} and {list(input2.shape)}.")
+    if tuple(input1.shape) != tuple(input2.shape):
+        raise InputError(f"{op}: expected two inputs of one shape, got {tuple(input1.shape)} and "
                          f"{tuple(input2.shape)}")
-    if target.ndim != input1.ndim - 1:
-        raise InputError(f"{op}: {input1.ndim}D target tensor expects {input1.ndim - 1}D target tensor, got "
-                         f"{target.ndim}D")
     d = input1.ndim - 1
     input1, input2 = _autocast_float32(input1, input2)
     eps = 9.999999960041972e-13  # PyTorch's EPSILON on the squared magnitudes: 1e-12 as a float32
