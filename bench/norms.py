@@ -189,8 +189,8 @@ def batch_norm_section(res, torch, copy, ratios):
                 torch.cuda.empty_cache()
             size = n * c * hw * hw
             sets = max(SETS, -(-GRAPH_BYTES // (size * 2)))
-            xs = [_cast(rand((n, c, hw * hw), cupy.float32, 7 * c + hw + i), dt) for i in range(sets)]
-            dys = [_cast(rand((n, c, hw * hw), cupy.float32, 9 * c + hw + i), dt) for i in range(sets)]
+            xs = [cast(rand((n, c, hw * hw), cupy.float32, 7 * c + hw + i), dt) for i in range(sets)]
+            dys = [cast(rand((n, c, hw * hw), cupy.float32, 9 * c + hw + i), dt) for i in range(sets)]
             w = rand((c,), cupy.float32, 3) * 0.1 + 1
             b = rand((c,), cupy.float32, 4)
             rm, rv = cupy.zeros(c, cupy.float32), cupy.ones(c, cupy.float32)
@@ -237,7 +237,7 @@ def batch_norm_section(res, torch, copy, ratios):
             del xs, dys, saved
 
 
-def _cast(x, dtype):
+def cast(x, dtype):
     """A CuPy float32 array in ``dtype`` (bfloat16 through minifused's cast)."""
     return mf.Tensor(x).to(dtype)._data if dtype == mf.bfloat16 else x.astype(dtype)
 
