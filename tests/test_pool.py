@@ -425,7 +425,8 @@ def test_gpu_max_pool_backward_tiled_windows(dtype, poisoned_pool):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_gpu_max_pool_channels_last_vectors(dtype, poisoned_pool):
     """Channels-last max pooling of whole 16-byte channel vectors (maxpool_nhwc_*), random windows with
-    padding, strides, dilation, ceil_mode and wide windows (int16 positions): the references' values and positions,
+    padding, strides, dilation, ceil_mode, wide windows (int16 positions) and windows that tile the input (the tiled
+    backward): the references' values and positions,
     and the same bits as the one-channel-a-thread kernels, which a misaligned input takes (every output written:
     poisoned pool)."""
     import cupy
@@ -446,7 +447,9 @@ def test_gpu_max_pool_channels_last_vectors(dtype, poisoned_pool):
     rng = np.random.default_rng(12)
     configs = [((2, 4 * vec, 17, 13), (3, 3), (2, 2), (1, 1), (1, 1), False),
                ((3, vec, 9, 10), (2, 3), (1, 2), (1, 1), (2, 1), True),
-               ((1, 2 * vec, 40, 21), (17, 16), (3, 2), (8, 8), (1, 1), True)]
+               ((1, 2 * vec, 40, 21), (17, 16), (3, 2), (8, 8), (1, 1), True),
+               ((2, 3 * vec, 12, 9), (2, 3), (2, 3), (0, 0), (1, 1), False),  # windows tiling the input
+               ((1, vec, 34, 32), (17, 16), (17, 16), (0, 0), (1, 1), False)]  # (int16 positions)
     for _ in range(8):
         k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
         d = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))

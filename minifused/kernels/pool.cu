@@ -280,6 +280,38 @@ extern "C" __global__ void maxpool_nhwc_bwd(const T* __restrict__ dy, const IDX*
              kh, kw, sh, sw, ph, pw, dh, dw);
 }
 
+// maxpool_bwd_tiled's channels-last vector form: a thread writes the V channels of its window's kh*kw inputs
+template <typename I>
+__device__ __forceinline__ void maxpool_nhwc_bwd_tiled_body(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                                            T* __restrict__ dx, long long N, int C, int H, int W,
+                                                            int P, int Q, int kh, int kw) {
+    const int CV = C / V;
+    GRID_LOOP(o, N * P * Q * CV) {
+        const int cv = (int)(o % CV);
+        const I t = o / CV;
+        const int q = (int)(t % Q);
+        const I u = t / Q;
+        const int p = (int)(u % P);
+        T* plane = dx + u / P * H * W * C + cv * V;
+        const IdxVec pos = reinterpret_cast<const IdxVec*>(idx)[o];
+        const Vec g = reinterpret_cast<const Vec*>(dy)[o];
+        for (int i = 0; i < kh; ++i)
+            for (int j = 0; j < kw; ++j) {
+                Vec out;
+#pragma unroll
+                for (int k = 0; k < V; ++k) out.v[k] = (int)pos.v[k] == i * kw + j ? g.v[k] : from_acc<T>((A)0);
+                *reinterpret_cast<Vec*>(plane + ((I)(p * kh + i) * W + q * kw + j) * C) = out;
+            }
+    }
+}
+
+extern "C" __global__ void maxpool_nhwc_bwd_tiled(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                                  T* __restrict__ dx, long long N, int C, int H, int W, int P, int Q,
+                                                  int kh, int kw) {
+    DISPATCH(maxpool_nhwc_bwd_tiled_body, N * C * max((long long)H * W, (long long)P * Q), dy, idx, dx, N, C, H, W, P,
+             Q, kh, kw);
+}
+
 // Max-pool backward when the windows tile the input exactly (kernel == stride, no padding,
 // H = P*kh, W = Q*kw: every input in exactly one window, as in the usual 2x2 pooling): one
 // thread per window writes its whole window (the gradient at the argmax, zeros elsewhere), so

@@ -272,13 +272,18 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=
     _, _, p, q = dy.shape
     dy = relayout(dy, channels_last)
     dx = empty_channels_last(x_shape, dy.dtype) if channels_last else cupy.ndarray(x_shape, dy.dtype)
+    vectors = _vectors(channels_last, c, dy, dy.dtype)
     if _tiles(kernel, stride, padding, dilation, (h, w), (p, q)):
         # the windows tile the input: one thread per window writes it whole (pool.cu)
-        _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
-                (n * c, c, h, w, p, q, *kernel, int(channels_last)), indices.dtype)
+        if vectors:
+            _launch(dy.dtype, "maxpool_nhwc_bwd_tiled", dy.size // _vector(dy.dtype), (dy, indices, dx),
+                    (n, c, h, w, p, q, *kernel), indices.dtype)
+        else:
+            _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
+                    (n * c, c, h, w, p, q, *kernel, int(channels_last)), indices.dtype)
         return dx
     window = (*kernel, *stride, *padding, *dilation)
-    if _vectors(channels_last, c, dy, dy.dtype):
+    if vectors:
         _launch(dy.dtype, "maxpool_nhwc_bwd", dx.size // _vector(dy.dtype), (dy, indices, dx),
                 (n, c, h, w, p, q, *window), indices.dtype)
         return dx
