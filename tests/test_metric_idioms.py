@@ -1,5 +1,7 @@
 """Idioms of metric learning, distillation and graph training loops: what their ops keep for backward (a result
 changed in place before backward), their gradients and their messages for bad input."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,41 @@ def test_cosine_embedding_loss_names_the_ranks_it_expects(shapes, message):
     a, b, y = (mf.ones(*s) if s else mf.tensor(1.0) for s in shapes)
     with pytest.raises(RuntimeError, match="cosine_embedding_loss: " + message):
         mf.nn.functional.cosine_embedding_loss(a, b, y)
+
+
+def test_scalars_first_addmm_as_old_batch_hard_code_writes_it():
+    # squared distances as x^2 + y^2 - 2 x.y, written for PyTorch before 1.5: dist.addmm_(1, -2, x, y.t())
+    x = np.random.RandomState(0).randn(5, 3).astype(np.float32)
+    t = mf.tensor(x)
+    sq = t.pow(2).sum(1, keepdim=True).expand(5, 5)
+    dist = sq + sq.t()
+    with pytest.warns(UserWarning, match=r"This overload of addmm_ is deprecated:\n\taddmm_\(Number beta, Number "
+                                         r"alpha, Tensor mat1, Tensor mat2\)\nConsider using"):
+        dist.addmm_(1, -2, t, t.t())
+    want = ((x[:, None, :].astype(np.float64) - x[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(dist.numpy(), want, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:This overload")
+def test_scalars_first_forms_of_old_optimizer_code():
+    # p.data.add_(-lr, grad); v.mul_(b).addcmul_(1 - b, g, g); p.addcdiv_(-step, m, denom); beta only for addmm
+    g = np.array([0.5, -2.0, 3.0], np.float32)
+    p, v, grad = mf.tensor([1.0, 2.0, 3.0]), mf.tensor([0.1, 0.2, 0.3]), mf.tensor(g)
+    np.testing.assert_allclose(p.clone().add_(-0.1, grad).numpy(), [1.0, 2.0, 3.0] - 0.1 * g, rtol=1e-6)
+    np.testing.assert_allclose(p.sub(2, grad).numpy(), [1.0, 2.0, 3.0] - 2 * g, rtol=1e-6)
+    np.testing.assert_allclose(v.clone().mul_(0.9).addcmul_(0.1, grad, grad).numpy(),
+                               0.9 * np.array([0.1, 0.2, 0.3]) + 0.1 * g * g, rtol=1e-6)
+    np.testing.assert_allclose(p.addcdiv(-0.5, grad, v).numpy(), [1.0, 2.0, 3.0] - 0.5 * g / [0.1, 0.2, 0.3],
+                               rtol=1e-6)
+    m = mf.ones(2, 2)
+    np.testing.assert_allclose(m.addmm(0.5, m, m).numpy(), np.full((2, 2), 2.5))
+
+
+def test_scalars_first_leaves_the_modern_forms_alone():
+    x = mf.tensor([1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(x.add(2).numpy(), [3.0, 4.0])  # other a number: no deprecated form
+        np.testing.assert_allclose(x.add(x, alpha=2).numpy(), [3.0, 6.0])
+    with pytest.raises(TypeError):  # the deprecated form takes no keywords, as PyTorch's
+        mf.ones(2, 2).addmm(1, -2, mf.ones(2, 2), mf.ones(2, 2), beta=3)

@@ -18,6 +18,7 @@ from . import (activation, aliases, arrange, creation, diagonals, elementwise, i
 from . import linalg_toplevel
 from . import numeric, special_math
 from . import tensor_extras, views_inplace
+from . import scalars_first
 from .activation import *  # noqa: F401,F403
 from .aliases import *  # noqa: F401,F403
 from .arrange import *  # noqa: F401,F403
@@ -256,6 +257,9 @@ for _family in _FAMILIES:
 for _op in _BINARY_OPERATORS:
     for _name in (f"__{_op}__", f"__r{_op}__"):
         _METHODS[_name] = _operator(_METHODS[_name])
+for _base in scalars_first.SIGNATURES:  # also PyTorch's deprecated forms, scalars first: x.addmm_(1, -2, a, b)
+    for _name in (_base, _base + "_"):
+        _METHODS[_name] = scalars_first.accepting_scalars_first(_name, _METHODS[_name])
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
