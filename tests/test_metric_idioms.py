@@ -65,7 +65,8 @@ def test_copysign_keeps_its_result():
 
 @pytest.mark.parametrize("shapes, message", [
     (((4,), (4,), (1,)), r"1D target tensor expects 2D input tensors, but found inputs with sizes \[4\] and \[4\]"),
-    (((3, 4), (4,), (3,)), r"1D target tensor expects 2D input tensors, but found inputs with sizes \[3, 4\] and \[4\]"),
+    (((3, 4), (4,), (3,)), r"1D target tensor expects 2D input tensors, but found inputs with sizes \[3, 4\] and "
+                           r"\[4\]"),
     (((2, 3), (2, 3), ()), r"0D target tensor expects 1D input tensors"),
     (((2, 3, 4), (2, 3, 4), (2, 3)), "0D or 1D target tensor expected, multi-target not supported"),
     (((3, 4), (2, 4), (3,)), r"expected two inputs of one shape, got \(3, 4\) and \(2, 4\)"),
