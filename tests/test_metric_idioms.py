@@ -113,3 +113,33 @@ def test_scalars_first_leaves_the_modern_forms_alone():
         np.testing.assert_allclose(x.add(x, alpha=2).numpy(), [3.0, 6.0])
     with pytest.raises(TypeError):  # the deprecated form takes no keywords, as PyTorch's
         mf.ones(2, 2).addmm(1, -2, mf.ones(2, 2), mf.ones(2, 2), beta=3)
+
+
+def test_eye_bool_mask_for_hard_negative_mining():
+    # dist.masked_fill(same | eye, inf).argmin(1): the diagonal never wins, nor a point of the same class
+    dist = mf.tensor([[0.0, 0.5, 0.2], [0.5, 0.0, 0.9], [0.2, 0.9, 0.0]])
+    labels = mf.tensor([0, 1, 0])
+    same = labels.unsqueeze(0) == labels.unsqueeze(1)
+    eye = mf.eye(3, dtype=mf.bool)
+    assert eye.dtype == mf.bool and eye.numpy().tolist() == np.eye(3, dtype=bool).tolist()
+    assert dist.masked_fill(same | eye, float("inf")).argmin(1).numpy().tolist() == [1, 0, 1]
+    assert dist.masked_fill(~same | eye, float("-inf")).argmax(1).numpy().tolist() == [2, 0, 0]
+    assert mf.eye(mf.tensor(2), np.int64(3)).shape == (2, 3)  # an integer tensor or NumPy int, as PyTorch's
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((2.0,), TypeError, r"eye\(\): argument 'n' \(position 1\) must be int, not float"),
+    ((True,), TypeError, r"eye\(\): argument 'n' \(position 1\) must be int, not bool"),
+    ((2, 3.0), TypeError, r"eye\(\): argument 'm' \(position 2\) must be int, not float"),
+    ((-1,), RuntimeError, "eye: n must be greater or equal to 0, got -1"),
+    ((2, -1), RuntimeError, "eye: m must be greater or equal to 0, got -1"),
+])
+def test_eye_names_a_bad_size(args, error, message):
+    with pytest.raises(error, match=message):
+        mf.eye(*args)
+
+
+def test_kl_div_log_target_must_be_a_bool():
+    log_p = mf.tensor([[-0.5, -1.0]])
+    with pytest.raises(TypeError, match=r"kl_div\(\): argument 'log_target' must be bool, not int"):
+        mf.nn.functional.kl_div(log_p, log_p, reduction="batchmean", log_target=1)

@@ -613,6 +613,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     as probabilities, or log-probabilities with ``log_target=True``). ``'batchmean'`` divides the sum by the
     batch size (the KL divergence proper); ``'mean'`` averages over all elements, as PyTorch does."""
     op = "kl_div"
+    if not isinstance(log_target, (bool, _np.bool_)):
+        raise InputTypeError(f"{op}(): argument 'log_target' must be bool, not {type(log_target).__name__}")
     # PyTorch warns of a 'mean' asked for by name only (not of one the legacy arguments or 'elementwise_mean' give)
     mean_named = reduction == "mean" and size_average is None and reduce is None
     reduction = _legacy_reduction(size_average, reduce, reduction)

@@ -446,7 +446,22 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _finish(_place(arr, dtype, dev, requires_grad), named)
 
 
+def _eye_size(name, position, value):
+    """``n`` or ``m`` of ``eye`` as an int: an integer (a NumPy one, a one-element integer tensor), not a bool or
+    float."""
+    integer_tensor = isinstance(value, Tensor) and value.numel() == 1 and value.dtype.kind in "iu"
+    if isinstance(value, bool) or not (isinstance(value, numbers.Integral) or integer_tensor):
+        raise InputTypeError(f"eye(): argument '{name}' (position {position}) must be int, not "
+                             f"{type(value).__name__}")
+    value = int(value)
+    if value < 0:
+        raise InputError(f"eye: {name} must be greater or equal to 0, got {value}")
+    return value
+
+
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    n = _eye_size("n", 1, n)
+    m = None if m is None else _eye_size("m", 2, m)
     dev = backend.device(device)
     with backend.on_device(dev):
         arr = backend.xp(dev).eye(n, m, dtype=backend.as_dtype(dtype or backend.get_default_dtype()))
