@@ -143,3 +143,11 @@ def test_kl_div_log_target_must_be_a_bool():
     log_p = mf.tensor([[-0.5, -1.0]])
     with pytest.raises(TypeError, match=r"kl_div\(\): argument 'log_target' must be bool, not int"):
         mf.nn.functional.kl_div(log_p, log_p, reduction="batchmean", log_target=1)
+
+
+def test_repeat_interleave_of_counts_checks_output_size():
+    # CSR rows to edge sources: repeat_interleave(degrees) gives each row's index once per edge
+    degrees = mf.tensor([1, 0, 2, 3])
+    assert mf.repeat_interleave(degrees, output_size=6).numpy().tolist() == [0, 2, 2, 3, 3, 3]
+    with pytest.raises(RuntimeError, match="output_size 5 is not the sum of the repeats"):
+        mf.repeat_interleave(degrees, output_size=5)

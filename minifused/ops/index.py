@@ -543,7 +543,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
         _tensor(op, "repeats", counts)
         positions = arange(counts.shape[0] if counts.ndim else 1, device=counts.device,
                            dtype=counts.dtype if counts.dtype == backend.int32 else backend.int64)
-        return repeat_interleave(positions, counts, 0)
+        return repeat_interleave(positions, counts, 0, output_size=output_size)
     _tensor(op, "input", input)
     if dim is not None and input.ndim == 0:  # (PyTorch's IndexError for any dim, 0 and -1 too)
         raise IndexError(f"{op}: expected a tensor of at least 1 dimension for dim={dim}, got a 0-d tensor (leave "
