@@ -151,3 +151,27 @@ def test_repeat_interleave_of_counts_checks_output_size():
     assert mf.repeat_interleave(degrees, output_size=6).numpy().tolist() == [0, 2, 2, 3, 3, 3]
     with pytest.raises(RuntimeError, match="output_size 5 is not the sum of the repeats"):
         mf.repeat_interleave(degrees, output_size=5)
+
+
+def test_index_put_of_one_mask_and_one_value_fills_across_dtypes():
+    # PyTorch runs it as masked_fill_(mask, value.item()): a one-element value of another dtype is a fill's number;
+    # the value still gets its gradient (the sum of the upstream gradient over the mask)
+    x = mf.ones(2, 2, dtype=mf.float64, requires_grad=True)
+    value = mf.tensor(0.5, requires_grad=True)
+    mask = mf.tensor([[True, False], [True, True]])
+    y = x.index_put((mask,), value)
+    assert y.dtype == mf.float64 and y.detach().numpy().tolist() == [[0.5, 1.0], [0.5, 0.5]]
+    (y * mf.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=mf.float64)).sum().backward()
+    assert value.grad.dtype == mf.float32 and value.grad.item() == 8.0
+    assert x.grad.numpy().tolist() == [[0.0, 2.0], [0.0, 0.0]]
+    assert mf.ones(3, dtype=mf.int64).index_put_((mf.tensor([True, False, True]),), mf.tensor(2.7)).tolist() == [2, 1, 2]
+
+
+@pytest.mark.parametrize("indices, value, accumulate", [
+    (lambda: (mf.tensor([0]),), lambda: mf.tensor(0.0), False),  # an integer index: no fill
+    (lambda: (mf.tensor([True, True]),), lambda: mf.tensor([1.0, 2.0]), False),  # two values: no fill
+    (lambda: (mf.tensor([True, True]),), lambda: mf.tensor(1.0), True),  # accumulate: no fill
+])
+def test_index_put_other_dtype_refused_where_it_is_no_fill(indices, value, accumulate):
+    with pytest.raises(RuntimeError, match="index_put_: index put requires the source and destination dtypes match"):
+        mf.ones(2, 2, dtype=mf.float64).index_put_(indices(), value(), accumulate=accumulate)

@@ -270,6 +270,14 @@ def _put_shape(shape, index):
     return tuple(np.broadcast_shapes(*(a.shape for a in index))) + tuple(shape[len(index):])
 
 
+def _fills_a_mask(input, indices, values):  # noqa: A002
+    """Whether PyTorch runs this index_put_ as ``masked_fill_(mask, values.item())``: one bool (or uint8) mask on
+    the input's device and a one-element value on the cpu. A fill takes a value of any dtype."""
+    return (isinstance(indices, (tuple, list)) and len(indices) == 1 and isinstance(indices[0], Tensor)
+            and indices[0].dtype in (backend.bool_, np.uint8) and indices[0].device == input.device
+            and values.numel() == 1 and values.device.type == "cpu")
+
+
 def index_put_(input, indices, values, accumulate=False):  # noqa: A002 - PyTorch's names
     """``input[indices] = values`` in place, or ``+=`` with repeated positions adding up (``accumulate``), as
     ``Tensor.index_put_``: ``indices`` a tuple of int64 or bool tensors, ``values`` a tensor of ``input``'s
@@ -277,7 +285,7 @@ def index_put_(input, indices, values, accumulate=False):  # noqa: A002 - PyTorc
     op = "index_put_"
     _tensor(op, "input", input)
     _tensor(op, "values", values)
-    if values.dtype != input.dtype:
+    if values.dtype != input.dtype and not (not accumulate and _fills_a_mask(input, indices, values)):
         raise RuntimeError(f"{op}: index put requires the source and destination dtypes match, got {input.dtype} "
                            f"for the destination and {values.dtype} for the source")
     index = _put_index(op, input, indices)
