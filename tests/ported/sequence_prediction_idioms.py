@@ -96,7 +96,7 @@ def main(argv=None, init=None):
         losses.append(loss.item())
         with torch.no_grad():
             pred = seq(test_input, future=args.future)
-            test_loss = criterion(pred[:, :-args.future], test_target)
+            test_loss = criterion(pred[:, :test_target.size(1)], test_target)
         forecast = pred.detach().cpu().numpy()
         assert forecast.shape == (held_out, args.length - 1 + args.future), forecast.shape
         print(f"step {step}: loss {losses[-1]:.6f}, test loss {test_loss.item():.6f}")
