@@ -175,3 +175,12 @@ def test_index_put_of_one_mask_and_one_value_fills_across_dtypes():
 def test_index_put_other_dtype_refused_where_it_is_no_fill(indices, value, accumulate):
     with pytest.raises(RuntimeError, match="index_put_: index put requires the source and destination dtypes match"):
         mf.ones(2, 2, dtype=mf.float64).index_put_(indices(), value(), accumulate=accumulate)
+
+
+@pytest.mark.parametrize("input_dtype, mat_dtype", [(mf.float32, mf.float64), (mf.float64, mf.float32),
+                                                    (mf.int64, mf.float32)])
+def test_addmm_wants_one_dtype(input_dtype, mat_dtype):
+    # as PyTorch's addmm (and minifused's addmv / baddbmm / addbmm): no promotion of the input to the product's
+    mats = mf.ones(2, 2, dtype=mat_dtype)
+    with pytest.raises(RuntimeError, match="addmm: expected all tensors to have the same dtype"):
+        mf.addmm(mf.ones(2, 2, dtype=input_dtype), mats, mats)

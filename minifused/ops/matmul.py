@@ -181,6 +181,9 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
     ``input`` is ignored (NaN in it does not propagate), with alpha = 0 the product, as in PyTorch."""
     (input,) = autocast_lower(input)
     out = mm(mat1, mat2)
+    if input.dtype != out.dtype:  # PyTorch's addmm never promotes (the whole family wants one dtype)
+        raise RuntimeError(f"addmm: expected all tensors to have the same dtype, got {input.dtype}, {mat1.dtype}, "
+                           f"{mat2.dtype}")
     if tuple(broadcast_shape("addmm", input.shape, out.shape)) != tuple(out.shape):
         raise RuntimeError(f"addmm: input of shape {tuple(input.shape)} does not broadcast to the product's "
                            f"shape {tuple(out.shape)}")

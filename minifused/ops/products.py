@@ -510,7 +510,7 @@ def _inplace(name, fn):
     def op(self, *args, **kwargs):
         if not isinstance(self, Tensor):
             raise InputTypeError(f"{name}(): expected a Tensor, got {type(self).__name__}")
-        if name == "addmm_":  # addmm promotes its input; PyTorch's addmm_ wants one dtype, as the others do
+        if name == "addmm_":  # (checked here too, for the message to name the in-place op)
             _same_dtype(name, self, *[a for a in args if isinstance(a, Tensor)])
         # the out-of-place graph may save self's array (beta * self), which the write changes: read a clone
         src = fn(clone(self) if self.requires_grad and is_grad_enabled() else self, *args, **kwargs)
