@@ -12,7 +12,8 @@ from ..ops import cat, split, stack, zeros
 from ..ops._common import autocast_off
 from ..tensor import Tensor
 from .module import Module
-from .rnn_cells import NONLINEARITIES, check_dtype, gru_step, lstm_step, new_parameter, rnn_step, uniform_init
+from .rnn_cells import (NONLINEARITIES, check_dtype, describe, gru_step, lstm_step, new_parameter, rnn_step,
+                        uniform_init)
 from .utils_rnn import PackedSequence
 from ..backend import InputError, InputTypeError
 
@@ -161,7 +162,7 @@ class RNNBase(Module):
         if hx is None:
             return None
         if not isinstance(hx, Tensor):
-            raise InputTypeError(f"{type(self).__name__}: hx must be a Tensor, got {type(hx).__name__}")
+            raise InputTypeError(f"{type(self).__name__}: hx must be a Tensor, got {describe(hx)}")
         return [hx]
 
     def _hidden_result(self, states):
@@ -318,7 +319,7 @@ class LSTM(RNNBase):
         if hx is None:
             return None
         if not (isinstance(hx, (tuple, list)) and len(hx) == 2 and all(isinstance(h, Tensor) for h in hx)):
-            raise InputTypeError(f"LSTM: hx must be a tuple (h_0, c_0) of two Tensors, got {type(hx).__name__}")
+            raise InputTypeError(f"LSTM: hx must be a tuple (h_0, c_0) of two Tensors, got {describe(hx)}")
         return list(hx)
 
     def _hidden_result(self, states):

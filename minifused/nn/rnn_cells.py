@@ -66,6 +66,13 @@ def uniform_init(module):
             p.uniform_(-stdv, stdv)
 
 
+def describe(value):
+    """What came where states were expected, for an error message: a type's name, or a sequence's with its items'."""
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of ({', '.join(type(v).__name__ for v in value)})"
+    return type(value).__name__
+
+
 def check_dtype(name, x, weight):
     if x.dtype != weight.dtype:
         raise InputError(f"{name}: input dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). Convert "
@@ -117,6 +124,8 @@ class RNNCellBase(Module):
             raise InputTypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
         if input.dim() not in (1, 2):
             raise InputError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
+        if len(states) == 1 and not isinstance(states[0], (Tensor, type(None))):
+            raise InputTypeError(f"{name}: hx must be a Tensor, got {describe(states[0])}")
         for idx, s in enumerate(states):
             if s is not None and s.dim() not in (1, 2):
                 what = "hidden" if len(states) == 1 else f"hx[{idx}]"
@@ -170,8 +179,10 @@ class LSTMCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):
-        if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
-            raise InputTypeError(f"LSTMCell: hx must be a tuple (h_0, c_0) of two tensors, got {type(hx).__name__}")
+        # both states or neither: a None among them is not taken for zeros
+        if hx is not None and not (isinstance(hx, (tuple, list)) and len(hx) == 2
+                                   and all(isinstance(h, Tensor) for h in hx)):
+            raise InputTypeError(f"LSTMCell: hx must be a tuple (h_0, c_0) of two tensors, got {describe(hx)}")
         x, state, batched = self._prepare(input, (None, None) if hx is None else tuple(hx))
         h, c = lstm_step(self._gi(x), state, self.weight_hh, self.bias_hh)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
