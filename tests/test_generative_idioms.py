@@ -61,3 +61,11 @@ def test_conv_relu_gradients_when_only_some_operands_need_them(x_grad, w_grad, w
             np.testing.assert_allclose(bt.grad.numpy(), want_db, rtol=1e-5, atol=1e-5)
     else:
         assert wt.grad is None
+
+
+def test_interpolate_unknown_mode_is_not_implemented():
+    # PyTorch raises NotImplementedError for a mode it does not know ('cubic' for 'bicubic')
+    with pytest.raises(NotImplementedError, match="interpolate: mode must be one of .*got 'cubic'"):
+        F.interpolate(mf.ones(1, 1, 2, 2), scale_factor=2, mode="cubic")
+    with pytest.raises(NotImplementedError, match="interpolate: mode must be one of"):
+        nn.Upsample(scale_factor=2, mode="cubic")(mf.ones(1, 1, 2, 2))

@@ -18,7 +18,7 @@ from ..tensor import Tensor
 from ._checks import _check_tensor
 from .layers import _is_int, adaptive_avg_pool1d, adaptive_avg_pool2d
 from .volume import adaptive_avg_pool3d
-from ..backend import InputError, InputTypeError
+from ..backend import InputError, InputTypeError, NotImplementedInputError
 
 __all__ = ["interpolate"]
 
@@ -85,7 +85,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     op = "interpolate"
     _check_tensor(op, input)
     if mode not in _INTERP_MODES:
-        raise InputError(f"{op}: mode must be one of {', '.join(map(repr, _INTERP_MODES))}, got {mode!r}")
+        # (PyTorch's is a NotImplementedError; the ValueError the other arguments' checks raise fits too)
+        raise NotImplementedInputError(f"{op}: mode must be one of {', '.join(map(repr, _INTERP_MODES))}, "
+                                       f"got {mode!r}")
     if input.ndim not in (3, 4, 5):
         raise NotImplementedError(f"{op}: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) "
                                   f"input, got shape {tuple(input.shape)}")
