@@ -184,3 +184,21 @@ def test_addmm_wants_one_dtype(input_dtype, mat_dtype):
     mats = mf.ones(2, 2, dtype=mat_dtype)
     with pytest.raises(RuntimeError, match="addmm: expected all tensors to have the same dtype"):
         mf.addmm(mf.ones(2, 2, dtype=input_dtype), mats, mats)
+
+
+def test_soft_margin_loss_keeps_the_inputs_dtype():
+    # PyTorch's writes the margins into a tensor of the input's dtype: a float64 target leaves a float32 loss
+    x = mf.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    y = mf.tensor([1.0, -1.0, -1.0], dtype=mf.float64)
+    loss = mf.nn.functional.soft_margin_loss(x, y, reduction="none")
+    assert loss.dtype == mf.float32
+    np.testing.assert_allclose(loss.detach().numpy(), np.log1p(np.exp(-np.array([1.0, 2.0, -0.5]))), rtol=1e-6)
+    loss.sum().backward()
+    assert x.grad.dtype == mf.float32
+    np.testing.assert_allclose(x.grad.numpy(), -np.array([1.0, -1.0, -1.0]) / (1 + np.exp([1.0, 2.0, -0.5])), rtol=1e-6)
+
+
+def test_put_wants_one_dtype():
+    with pytest.raises(RuntimeError, match=r"put_\(\): self and source expected to have the same dtype, but got "
+                                           r"self.dtype = float32 and source.dtype = float64"):
+        mf.zeros(3).put_(mf.tensor([1]), mf.tensor([1.0], dtype=mf.float64))

@@ -65,13 +65,18 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     respect to ``target``: a target that requires grad raises (while grad mode is on), as in PyTorch."""
     op = "soft_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _autocast_float32(input, target)  # (float32 in an autocast region: the result's dtype too)
+    dtype = input.dtype if isinstance(input, _Tensor) else None
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
     if target.ndim > input.ndim or any(t not in (1, i) for t, i in zip(target.shape[::-1], input.shape[::-1])):
         # PyTorch's writes into an array of the input's shape: only the target broadcasts
         raise InputError(f"{op}: output with shape {list(input.shape)} doesn't match the broadcast shape of the "
                          f"input and the target {list(target.shape)}")
     _not_differentiable(op, "target", target)
-    return _reduce(softplus(-target * input), reduction)
+    margin = -target * input
+    if margin.dtype != dtype and _backend.is_floating(dtype):  # PyTorch's writes into the input's dtype
+        margin = margin.to(dtype)
+    return _reduce(softplus(margin), reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
