@@ -58,3 +58,25 @@ def test_recurrent_layers_name_the_states_that_came():
         nn.LSTM(3, 4)(mf.zeros(5, 2, 3), (h, h, h))
     with pytest.raises(TypeError, match=r"GRU: hx must be a Tensor, got list of \(Tensor\)"):
         nn.GRU(3, 4)(mf.zeros(5, 2, 3), [h])
+
+
+@pytest.mark.parametrize("lengths", [[5, 3, 2], (5, 3, 2), mf.tensor([5, 3, 2]), mf.tensor([5.0, 3.0, 2.0]),
+                                     [mf.tensor(5), mf.tensor(3), mf.tensor(2)]],
+                         ids=["list", "tuple", "int64", "float", "0-d tensors"])
+def test_pack_padded_sequence_takes_lengths_in_any_1d_form(lengths):
+    packed = nn.utils.rnn.pack_padded_sequence(mf.zeros(5, 3, 2), lengths)
+    # batch_sizes[t] = how many sequences are longer than t
+    np.testing.assert_array_equal(packed.batch_sizes.numpy(), [(np.array([5, 3, 2]) > t).sum() for t in range(5)])
+
+
+@pytest.mark.parametrize("lengths, dims", [([[5, 3, 2]], 2), (mf.tensor([[5, 3, 2]]), 2), (5, 0)])
+def test_pack_padded_sequence_refuses_lengths_that_are_not_1d(lengths, dims):
+    # they were flattened, so a batch of lengths one level too deep went through
+    with pytest.raises(RuntimeError, match=f"pack_padded_sequence: 'lengths' argument should be a 1D CPU int64 "
+                                           f"tensor, but got {dims}D"):
+        nn.utils.rnn.pack_padded_sequence(mf.zeros(5, 3, 2), lengths)
+
+
+def test_pack_sequence_of_nothing_names_itself():
+    with pytest.raises(RuntimeError, match="pack_sequence: received an empty list of sequences"):
+        nn.utils.rnn.pack_sequence([])

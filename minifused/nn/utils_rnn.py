@@ -99,6 +99,10 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     ``enforce_sorted`` the lengths must be decreasing; otherwise the batch is sorted and the order kept."""
     if not isinstance(input, Tensor):
         raise InputTypeError(f"pack_padded_sequence: input must be a Tensor, got {type(input).__name__}")
+    dims = lengths.dim() if isinstance(lengths, Tensor) else np.ndim(lengths)
+    if dims != 1:  # one length per sequence (a nested list is not flattened)
+        raise RuntimeError(f"pack_padded_sequence: 'lengths' argument should be a 1D CPU int64 tensor, but got "
+                           f"{dims}D")
     lengths = _host_ints(lengths)
     batch_dim = 0 if batch_first else 1
     if input.dim() < 2:
@@ -205,6 +209,8 @@ def unpad_sequence(padded_sequences, lengths, batch_first=False):
 def pack_sequence(sequences, enforce_sorted=True):
     """Pack a list of sequences (L_i, *) (decreasing lengths unless ``enforce_sorted=False``)."""
     sequences = list(sequences)
+    if not sequences:
+        raise RuntimeError("pack_sequence: received an empty list of sequences")
     lengths = [s.shape[0] for s in sequences]
     return pack_padded_sequence(pad_sequence(sequences), lengths, enforce_sorted=enforce_sorted)
 
