@@ -380,7 +380,13 @@ class Tensor:
         extras = []
         if self.is_cuda:
             extras.append(f"device='{self.device}'")
-        if self._data.dtype not in (backend.float32, backend.int64, backend.bool_):
+        if self._data.size == 0:
+            # PyTorch's rule: no values show the shape (unless it is (0,)) or the dtype (unless the default)
+            if self._data.ndim != 1:
+                extras.append(f"size={tuple(self.shape)}")
+            if self._data.dtype != backend.get_default_dtype():
+                extras.append(f"dtype={self._data.dtype}")
+        elif self._data.dtype not in (backend.float32, backend.int64, backend.bool_):
             extras.append(f"dtype={self._data.dtype}")
         if self._ctx is not None:
             extras.append(f"grad_fn=<{self._ctx.fn.__name__}Backward>")
