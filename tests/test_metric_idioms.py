@@ -202,3 +202,15 @@ def test_put_wants_one_dtype():
     with pytest.raises(RuntimeError, match=r"put_\(\): self and source expected to have the same dtype, but got "
                                            r"self.dtype = float32 and source.dtype = float64"):
         mf.zeros(3).put_(mf.tensor([1]), mf.tensor([1.0], dtype=mf.float64))
+
+
+@pytest.mark.parametrize("loss, dtype", [
+    (lambda x, t: mf.nn.functional.kl_div(x, t, reduction="batchmean"), mf.float32),  # PyTorch's 0-d rule
+    (lambda x, t: mf.nn.functional.poisson_nll_loss(x, t), mf.float32),
+    (lambda x, t: mf.nn.functional.mse_loss(x, t), mf.float64),  # broadcast first (dimensioned): promoted
+    (lambda x, t: mf.nn.functional.l1_loss(x, t), mf.float64),
+    (lambda x, t: mf.nn.functional.cosine_similarity(x, t), mf.float64),  # expanded first, as PyTorch's
+])
+def test_a_0d_float64_target_beside_float32_input(loss, dtype):
+    x = mf.tensor([[-0.5, -1.0], [-2.0, -0.25]])
+    assert loss(x, mf.tensor(0.5, dtype=mf.float64)).dtype == dtype

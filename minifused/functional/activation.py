@@ -17,6 +17,7 @@ from ..ops._common import host_int as _host_int
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
 from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
+from ..ops._common import tensors_result_dtype as _tensors_result_dtype
 from ..ops._common import write_out as _write_out
 from ..ops.elementwise import where as _where
 from ..ops.reduce import vector_norm as _vector_norm
@@ -430,9 +431,10 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
             raise InputTypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
         _act(op, x)
     x1, x2 = _autocast_float32(x1, x2, devices=("cuda",))  # (on PyTorch's cuda autocast float32 list)
-    x1, x2 = _binary_operands(op, x1, x2)
+    # expanded before they are promoted, as PyTorch's: a 0-d float64 x2 beside a float32 x1 gives float64
     shape = _broadcast_shape(op, x1.shape, x2.shape)
     x1, x2 = (x if tuple(x.shape) == tuple(shape) else x.expand(*shape) for x in (x1, x2))
+    x1, x2 = _binary_operands(op, x1, x2)
     d = _dim(op, x1, dim)
     if x1.ndim == 0:
         return normalize(x1, 2.0, 0, eps) * normalize(x2, 2.0, 0, eps)
@@ -533,7 +535,10 @@ def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target
             _warnings.warn(f"Using a target size ({_size(target.shape)}) that is different to the input size "
                            f"({_size(input.shape)}). This will likely lead to incorrect results due to "
                            f"broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
-    dtype = _promote(input.dtype, target.dtype)
+    # PyTorch broadcasts the operands of the losses that warn (broadcast_tensors) before its kernels see them, so a
+    # 0-d target counts as a dimensioned one there; elsewhere its rule for 0-d tensors holds (a 0-d float64 target
+    # of kl_div leaves a float32 loss)
+    dtype = _promote(input.dtype, target.dtype) if broadcast is True else _tensors_result_dtype(input, target)
     return _cast(input, dtype), _cast(target, dtype)
 
 
