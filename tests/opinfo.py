@@ -3787,8 +3787,8 @@ def embedding_bag_ref(idx, w, offsets=None, mode="mean", per_sample_weights=None
     if idx.ndim == 2:
         bags = [np.arange(i * idx.shape[1], (i + 1) * idx.shape[1]) for i in range(idx.shape[0])]
     else:
-        starts = list(offsets[:-1] if include_last_offset else offsets)  # (the last bag runs to the end)
-        bags = [np.arange(lo, hi) for lo, hi in zip(starts, starts[1:] + [len(idx)])]
+        ends = list(offsets[1:]) + ([] if include_last_offset else [len(idx)])  # (CSR: the last offset ends)
+        bags = [np.arange(lo, hi) for lo, hi in zip(offsets, ends)]
     flat = idx.reshape(-1)
     psw = np.ones(flat.shape) if per_sample_weights is None else per_sample_weights.reshape(-1)
     out = np.zeros((len(bags), w.shape[1]))

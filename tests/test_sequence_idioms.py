@@ -80,3 +80,21 @@ def test_pack_padded_sequence_refuses_lengths_that_are_not_1d(lengths, dims):
 def test_pack_sequence_of_nothing_names_itself():
     with pytest.raises(RuntimeError, match="pack_sequence: received an empty list of sequences"):
         nn.utils.rnn.pack_sequence([])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_last_offset_ends_the_last_bag(mode):
+    # include_last_offset: offsets are CSR row pointers, bag i = [offsets[i], offsets[i + 1]); the entries past
+    # offsets[-1] belong to no bag (PyTorch's sum mode, forward and backward; the last bag once ran to the end)
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((10, 4))
+    text = np.array([1, 4, 2, 7, 7, 0, 3, 9, 5, 1, 2])
+    offsets = [0, 3, 3, 8]
+    bag = nn.EmbeddingBag.from_pretrained(mf.from_numpy(weight), freeze=False, mode=mode, include_last_offset=True)
+    out = bag(mf.from_numpy(text), mf.tensor(offsets))
+    reduce = {"sum": np.sum, "mean": np.mean, "max": np.max}[mode]
+    want = [reduce(weight[text[lo:hi]], 0) if hi > lo else np.zeros(4) for lo, hi in zip(offsets, offsets[1:])]
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-12)
+    out.sum().backward()
+    outside = sorted(set(text[8:]) - set(text[:8]))  # rows met only past the last offset
+    assert np.all(bag.weight.grad.numpy()[outside] == 0), outside

@@ -115,9 +115,10 @@ def _bags(input, offsets, include_last_offset):
                            f"{int(starts[-1])}")
     if (_np.diff(starts) < 0).any():
         raise RuntimeError(f"{op}: offsets must be non-decreasing, got {starts.tolist()}")
-    if include_last_offset:  # one offset more than bags; the last bag runs to the input's end, as PyTorch's does
-        starts = starts[:-1]
-    ends = _np.append(starts[1:], k)
+    if include_last_offset:  # CSR: bag i is [offsets[i], offsets[i + 1]); entries past offsets[-1] are in none
+        starts, ends = starts[:-1], starts[1:]
+    else:
+        ends = _np.append(starts[1:], k)
     bag = _np.full(k, -1, _np.int64)
     for i, (lo, hi) in enumerate(zip(starts, ends)):
         bag[lo:hi] = i
@@ -129,7 +130,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     """The sums, means or maxima of bags of embeddings, as ``torch.nn.functional.embedding_bag``: one lookup of
     every entry, then an ``index_add`` into its bag (a padded gather and a max for 'max'). A 2-D ``input`` holds
     one bag per row; a 1-D one is cut into bags at ``offsets`` (``include_last_offset``: one offset more than
-    there are bags, the last one ignored: the last bag runs to the input's end). ``per_sample_weights`` (mode
+    there are bags, the end of the last one, as CSR row pointers). ``per_sample_weights`` (mode
     'sum') scale each entry; ``padding_idx`` entries are left out (of the means' counts too); an empty bag gives
     zeros. ``max_norm``, ``norm_type`` and ``scale_grad_by_freq`` as :func:`embedding`."""
     from .layers import embedding

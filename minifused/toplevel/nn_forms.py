@@ -200,9 +200,12 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     out = F.embedding_bag(flat, weight, offsets, None, 2, scale_grad_by_freq, _BAG_MODES[mode], sparse,
                           per_sample_weights, include_last_offset, padding_idx)
     idx = np.asarray(flat.tolist(), dtype=np.int64)
-    starts = np.asarray(offsets.tolist(), dtype=np.int64)[:-1 if include_last_offset else None]
+    offsets = np.asarray(offsets.tolist(), dtype=np.int64)
+    starts = offsets[:-1] if include_last_offset else offsets
     nbags = starts.size
     bag = np.searchsorted(starts, np.arange(idx.size), side="right") - 1  # each index's bag
+    if include_last_offset and offsets.size:  # past the last bag's end (CSR), as F.embedding_bag
+        bag[offsets[-1]:] = -1
     keep = bag >= 0 if padding_idx is None else (bag >= 0) & (idx != padding_idx % weight.shape[0])
     bag_size = np.bincount(bag[keep], minlength=nbags)[:nbags]
     max_indices = _bag_argmax(weight, idx, keep, bag_size) if mode == 2 else None
