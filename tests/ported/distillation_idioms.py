@@ -94,8 +94,9 @@ def main(argv=None, init=None):
     test_loader = DataLoader(test_set, batch_size=32)
 
     teacher = mlp(10, 64, 4, nn.BatchNorm1d).to(device)
+    student = mlp(10, 16, 4, nn.LayerNorm).to(device)
     if init is not None:
-        init("teacher", dict(teacher.named_parameters()))
+        init("model", dict(nn.ModuleDict({"teacher": teacher, "student": student}).named_parameters()))
     optimizer = torch.optim.Adam(teacher.parameters(), lr=1e-2)
     teacher.train()
     for step, (x, y) in zip(range(args.teacher_steps), batches(train_loader, device)):
@@ -105,9 +106,6 @@ def main(argv=None, init=None):
     teacher.eval()
     teacher.requires_grad_(False)
 
-    student = mlp(10, 16, 4, nn.LayerNorm).to(device)
-    if init is not None:
-        init("student", dict(student.named_parameters()))
     optimizer = torch.optim.SGD(student.parameters(), lr=args.lr, momentum=0.9, nesterov=True)
     ema = AveragedModel(student, multi_avg_fn=get_ema_multi_avg_fn(0.999))
 
