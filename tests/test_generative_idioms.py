@@ -1,6 +1,6 @@
 """What generative and image-to-image models lean on: convolutions with a fused ReLU whose weights are frozen
-(a perceptual-loss feature network) or whose input is data (a first layer), ... each against a NumPy float64
-reference."""
+(a perceptual-loss feature network) or whose input is data (a first layer), against a NumPy float64 reference;
+interpolate's error for a mode it does not know."""
 import itertools
 
 import numpy as np
