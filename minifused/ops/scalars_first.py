@@ -37,10 +37,12 @@ def accepting_scalars_first(name, method):
 
     @functools.wraps(method)
     def op(self, *args, **kwargs):
+        if len(args) <= len(tensors) or kwargs:  # the modern forms: no more positional arguments than the tensors
+            return method(self, *args, **kwargs)
         lead = 0
         while lead < min(len(scalars), len(args)) and isinstance(args[lead], numbers.Number):
             lead += 1
-        if (lead and not kwargs and len(args) == lead + len(tensors)
+        if (lead and len(args) == lead + len(tensors)
                 and all(isinstance(t, Tensor) for t in args[lead:])):
             _warn(name, scalars[:lead], tensors, stacklevel=2)
             return method(self, *args[lead:], **dict(zip(scalars, args[:lead])))
