@@ -18,7 +18,8 @@ import minifused as mf
 from minifused import backend
 
 PORTED = Path(__file__).parent / "ported"
-SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_transformer")
+SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_transformer", "sequence_prediction_idioms",
+           "word_lm_idioms", "reinforce_idioms")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too)
@@ -84,6 +85,9 @@ CPU_ARGS = {
     "vae_distributions": ["--steps", "80", "--seed", "0"],
     "training_loop_idioms": ["--steps", "12", "--seed", "0"],
     "cifar_tricks": ["--steps", "16", "--seed", "0"],
+    "sequence_prediction_idioms": ["--steps", "6", "--max-iter", "4", "--length", "30", "--seed", "0"],
+    "word_lm_idioms": ["--model", "GRU", "--steps", "30", "--seed", "0"],
+    "reinforce_idioms": ["--steps", "30", "--seed", "0"],
 }
 
 
@@ -141,6 +145,10 @@ PARITY_ARGS = {
     "stn": ["--steps", str(PARITY_STEPS), "--batch-size", "32", "--train-size", "640", "--no-dropout", "--no-shuffle",
             "--seed", "3"],
     "word_transformer": ["--steps", str(PARITY_STEPS), "--dropout", "0", "--seed", "3"],
+    "sequence_prediction_idioms": ["--steps", str(PARITY_STEPS), "--max-iter", "2", "--seed", "3"],
+    "word_lm_idioms": ["--steps", str(PARITY_STEPS), "--dropout", "0", "--seed", "3"],
+    # actions drawn by NumPy: the same episodes under both frameworks
+    "reinforce_idioms": ["--steps", str(PARITY_STEPS), "--numpy-actions", "--dropout", "0", "--seed", "3"],
 }
 
 
