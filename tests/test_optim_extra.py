@@ -2,6 +2,8 @@
 problem, state names and PyTorch state dicts, argument checks, and (GPU) the fused Rprop / ASGD kernels against
 their NumPy references. The float64 formulas of Rprop and ASGD, their fp32 runs, state-dict round trips, master
 weights and GradScaler steps run in test_optim.py's registries (REFERENCES, CONFIGS, NEW)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -164,6 +166,18 @@ def test_lbfgs_float32_close_to_float64():
     o64.step(c64)
     assert x32.dtype == mf.float32 and o32.state[x32]["d"].dtype == mf.float32
     np.testing.assert_allclose(x32.numpy(), x64.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_reads_the_closures_loss_without_a_warning(line_search):
+    """The step reads the closure's loss (a tensor that requires grad) as PyTorch's does, silently: ``float`` of
+    such a tensor warns in both frameworks, PyTorch's step does not."""
+    x, _, opt, closure = _lbfgs_problem(dict(max_iter=4, line_search_fn=line_search))
+    before = x.detach().clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss = opt.step(closure)
+    assert loss.requires_grad and not np.array_equal(x.numpy(), before.numpy())
 
 
 def test_lbfgs_stops_at_an_optimum_and_without_a_closure_complains():
