@@ -649,13 +649,15 @@ def _bernoulli_draw(op, like, p, generator=None):
         if p.device != like.device:
             raise RuntimeError(f"{op}: p is on {p.device} but the tensor is on {like.device}")
         prob = p._data
-        bad = bool(((prob < 0) | (prob > 1) | (prob != prob)).any())
+        outside = (prob < 0) | (prob > 1) | (prob != prob)
+        if bool(outside.any()):
+            raise InputError(f"{op}: probabilities must lie in [0, 1], got {float(prob[outside].ravel()[0])} in p")
     elif isinstance(p, numbers.Real) and not isinstance(p, bool):
-        prob, bad = float(p), not 0.0 <= p <= 1.0
+        prob = float(p)
+        if not 0.0 <= prob <= 1.0:
+            raise InputError(f"{op} expects p to be in [0, 1], but got p={p}")
     else:
         raise InputTypeError(f"{op}: p must be a number or a tensor, got {type(p).__name__}")
-    if bad:
-        raise InputError(f"{op}: probabilities must lie in [0, 1]")
     u = rand(*like.shape, generator=generator, dtype=backend.float64, device=like.device)._data
     return (u < prob).astype(like.dtype)
 
