@@ -106,9 +106,9 @@ def main(argv=None, init=None):
     netG.apply(weights_init)
     netD = Discriminator(args.nc, args.ndf).to(device)
     netD.apply(weights_init)
-    if init is not None:
-        init("generator", dict(netG.named_parameters()))
-        init("discriminator", dict(netD.named_parameters()))
+    if init is not None:  # one stage: both networks train in every step
+        init("gan", {f"{name}.{k}": p for name, net in (("netG", netG), ("netD", netD))
+                     for k, p in net.named_parameters()})
 
     criterion = nn.BCELoss()
     fixed_noise = torch.from_numpy(rng.standard_normal((4, args.nz, 1, 1)).astype(np.float32)).to(device)

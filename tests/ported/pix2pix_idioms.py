@@ -179,9 +179,9 @@ def main(argv=None, init=None):
     netD = NLayerDiscriminator(1 + 3, norm_layer=norm_layer).to(device)
     init_weights(netG)
     init_weights(netD)
-    if init is not None:
-        init("generator", dict(netG.named_parameters()))
-        init("discriminator", dict(netD.named_parameters()))
+    if init is not None:  # one stage: both networks train in every step
+        init("gan", {f"{name}.{k}": p for name, net in (("netG", netG), ("netD", netD))
+                     for k, p in net.named_parameters()})
     criterionGAN = GANLoss(args.gan_mode).to(device)
     criterionL1 = torch.nn.L1Loss()
     optimizer_G = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(0.5, 0.999))

@@ -159,9 +159,9 @@ def main(argv=None, init=None):
     transformer = TransformerNet().to(device)
     features = Features(requires_grad=False).to(device).eval()
     features.requires_grad_(False)
-    if init is not None:
-        init("transformer", dict(transformer.named_parameters()))
-        init("features", dict(features.named_parameters()))
+    if init is not None:  # one stage: the transformer trains, the feature network is frozen
+        init("nets", {f"{name}.{k}": p for name, net in (("transformer", transformer), ("features", features))
+                      for k, p in net.named_parameters()})
     optimizer = Adam(transformer.parameters(), args.lr)
     mse_loss = torch.nn.MSELoss()
 
