@@ -170,8 +170,8 @@ def test_lbfgs_float32_close_to_float64():
 
 @pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
 def test_lbfgs_reads_the_closures_loss_without_a_warning(line_search):
-    """The step reads the closure's loss (a tensor that requires grad) as PyTorch's does, silently: ``float`` of
-    such a tensor warns in both frameworks, PyTorch's step does not."""
+    """The step reads the closure's loss (a tensor that requires grad) silently, as PyTorch's does (its ``float`` of
+    such a tensor warns, its step does not)."""
     x, _, opt, closure = _lbfgs_problem(dict(max_iter=4, line_search_fn=line_search))
     before = x.detach().clone()
     with warnings.catch_warnings():

@@ -76,7 +76,7 @@ class LBFGS(Optimizer):
 
     def _evaluate(self, closure, maximize):
         """The closure's loss (a float, negated for ``maximize``) and the flat gradient it leaves."""
-        loss = _value(self._closure(closure))
+        loss = float(self._closure(closure))
         return (-loss if maximize else loss), self._flat_grad(maximize)
 
     # ------------------------------------------------------------ the step
@@ -101,7 +101,7 @@ class LBFGS(Optimizer):
         state.setdefault("n_iter", 0)
         with no_grad(), backend.on_device(p0.device):
             orig_loss = self._closure(closure)
-            loss = _value(orig_loss)
+            loss = float(orig_loss)
             loss = -loss if group["maximize"] else loss
             state["func_evals"] += 1
             flat_grad = self._flat_grad(group["maximize"])
@@ -213,9 +213,3 @@ class LBFGS(Optimizer):
         if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool)):
             return v
         raise ValueError(f"{where} is {v!r}; expected a tensor, a list of tensors or a number")
-
-
-def _value(loss):
-    """The closure's loss as a float, read without the warning ``float`` gives a tensor that requires grad (the
-    closure's own loss does: PyTorch's step reads it silently too)."""
-    return float(loss.detach() if isinstance(loss, Tensor) else loss)
