@@ -232,6 +232,8 @@ def _injector(store):
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
+    if device == "cuda" and name == "sequence_prediction_idioms":
+        pytest.skip("a float64 model: minifused's GPU matrix products take 16- and 32-bit floats")
     if device == "cpu":
         request.getfixturevalue("default_cpu")
     # the heuristic's GEMM algorithms, not the fastest by timing: on a GPU loaded by other tests, timing may pick
