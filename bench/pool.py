@@ -2,12 +2,14 @@
 
 The cases: the ImageNet ResNet stem's 3x3 stride-2 pool with padding 1 (64 channels, 112x112 inputs, batch 128
 and 256) and the 2x2 pool of CIFAR-sized CNNs (64 channels, 32x32, batch 256), bf16 and fp32; minifused
-channels-last (``maxpool_nhwc_*``, 16 bytes of channels a thread) and C-contiguous against PyTorch's
+channels-last (``maxpool_nhwc_*``, 16 bytes of channels a thread) and C-contiguous (the backward
+``maxpool_rows_bwd``, 16 bytes of a row a thread) against PyTorch's
 ``max_pool2d_with_indices`` and its backward in the same layout. Each call is timed with ``kernel_ms`` (L2 flushed,
 device-side margin ahead of it), median; GB/s counts the bytes the math must move: forward x read and y written,
 backward dy read and dx written (each framework's indices are its own business: ours a byte per output, PyTorch's
-eight). Ratios: ``maxpool_{fwd,bwd}_cl_over_torch_min`` (the smallest over the cases, channels-last: > 1, ours
-faster) and ``maxpool_{fwd,bwd}_cl_over_copy_min`` (against the copy bandwidth measured in the run).
+eight). Ratios: ``maxpool_{fwd,bwd}_{cl,cc}_over_torch_min`` (the smallest over the cases, channels-last or
+C-contiguous: > 1, ours faster) and ``maxpool_{fwd,bwd}_{cl,cc}_over_copy_min`` (against the copy bandwidth
+measured in the run).
 
     python bench/pool.py
 """
@@ -56,9 +58,9 @@ def main():
                                list(zip(dy_sets, idx_sets)))
                 ours_b = gbs(bwd_bytes, ms)
                 res.add(f"{case} bwd", f"minifused {layout}", ours_b, "GB/s")
-                if cl:
-                    ratios.setdefault("maxpool_fwd_cl_over_copy_min", []).append(ours_f / copy)
-                    ratios.setdefault("maxpool_bwd_cl_over_copy_min", []).append(ours_b / copy)
+                tag = "cl" if cl else "cc"
+                ratios.setdefault(f"maxpool_fwd_{tag}_over_copy_min", []).append(ours_f / copy)
+                ratios.setdefault(f"maxpool_bwd_{tag}_over_copy_min", []).append(ours_b / copy)
                 if torch is None:
                     continue
                 fmt = torch.channels_last if cl else torch.contiguous_format
@@ -73,9 +75,8 @@ def main():
                 ms = kernel_ms(lambda g, x, i: back(g, x, k, s, p, (1, 1), False, i), list(zip(tg, tx, ti)))
                 theirs_b = gbs(bwd_bytes, ms)
                 res.add(f"{case} bwd", f"torch {layout}", theirs_b, "GB/s")
-                if cl:
-                    ratios.setdefault("maxpool_fwd_cl_over_torch_min", []).append(ours_f / theirs_f)
-                    ratios.setdefault("maxpool_bwd_cl_over_torch_min", []).append(ours_b / theirs_b)
+                ratios.setdefault(f"maxpool_fwd_{tag}_over_torch_min", []).append(ours_f / theirs_f)
+                ratios.setdefault(f"maxpool_bwd_{tag}_over_torch_min", []).append(ours_b / theirs_b)
     for name, values in ratios.items():
         res.ratio(name, min(values))
     res.write()

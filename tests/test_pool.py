@@ -480,6 +480,45 @@ def test_gpu_max_pool_channels_last_vectors(dtype, poisoned_pool):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_gpu_max_pool_backward_row_vectors(dtype, poisoned_pool):
+    """The C-contiguous backward of rows of whole 16-byte vectors (maxpool_rows_bwd: V neighbouring inputs a
+    thread), random windows with padding, strides, dilation, ceil_mode and wide windows (int16 positions): the
+    reference's gradients, and the same bits as the one-input-a-thread kernel (every input written: poisoned pool)."""
+    import cupy
+
+    dt = backend.as_dtype(dtype)
+    vec = 16 // dt.itemsize
+    rng = np.random.default_rng(21)
+    configs = [((2, 3, 17, 4 * vec), (3, 3), (2, 2), (1, 1), (1, 1), False),  # ResNet's stem window
+               ((3, 2, 9, 2 * vec), (2, 3), (1, 2), (1, 1), (2, 1), True),
+               ((1, 2, 40, 3 * vec), (3, 5), (1, 3), (1, 2), (2, 3), True),
+               ((1, 1, 34, 32), (17, 16), (3, 2), (8, 8), (1, 1), True)]  # (int16 positions)
+    for _ in range(8):
+        k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        configs.append(((int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(6, 15)),
+                         vec * int(rng.integers(1, 4))), k, (int(rng.integers(1, 3)), int(rng.integers(1, 3))),
+                        (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1))),
+                        (int(rng.integers(1, 3)), int(rng.integers(1, 3))), bool(rng.random() < 0.3)))
+    for shape, k, s, p, d, cm in configs:
+        x = ((rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100) / 8).astype(dt)
+        yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm, dilation=d)
+        dy = rng.standard_normal(yr.shape).astype(dt)
+        y, idx = K.max_pool2d_forward(cupy.asarray(x), k, s, p, cm, dilation=d)
+        np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
+        dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p, d)
+        tol = 1e-2 if dt.itemsize == 2 else 1e-6
+        np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64),
+                                   K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p, d).astype(np.float64),
+                                   rtol=tol, atol=tol)
+        scalar = cupy.full(shape, np.nan, dt)
+        n, c, h, w = shape
+        K._launch(dt, "maxpool_bwd", scalar.size, (cupy.asarray(dy), idx, scalar),
+                  (n * c, c, h, w, *yr.shape[2:], *k, *s, *p, *d, 0), idx.dtype)
+        np.testing.assert_array_equal(cupy.asnumpy(dx).view(np.uint8), cupy.asnumpy(scalar).view(np.uint8))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("k,s,p,cm", [((17, 16), (3, 2), (8, 8), True), ((16, 16), (16, 16), (0, 0), False),
                                       ((1, 1), (1, 1), (0, 0), False)])
 def test_gpu_wide_windows_int16_indices(k, s, p, cm, poisoned_pool):

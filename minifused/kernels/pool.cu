@@ -280,6 +280,57 @@ extern "C" __global__ void maxpool_nhwc_bwd(const T* __restrict__ dy, const IDX*
              kh, kw, sh, sw, ph, pw, dh, dw);
 }
 
+// C-contiguous max-pool backward with V neighbouring inputs of a row a thread (W % V == 0): one index computation
+// and one 16-byte store for V inputs, and the windows that cover them (a few of one dy row) read once for all V.
+// Each input adds its windows' gradients in maxpool_bwd's order (p, then q, ascending): the same bits.
+template <typename I>
+__device__ __forceinline__ void maxpool_rows_bwd_body(const T* __restrict__ dy, const IDX* __restrict__ idx,
+                                                      T* __restrict__ dx, long long NC, int H, int W, int P, int Q,
+                                                      int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw) {
+    const int eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;
+    const int WV = W / V;
+    GRID_LOOP(e, NC * H * WV) {  // e: the input's V-element row vector, in memory order
+        const int w0 = (int)(e % WV) * V;
+        const I t = e / WV;
+        const int h = (int)(t % H);
+        const I plane = t / H * P * Q;
+        const int p0 = (h + ph < eh) ? 0 : (h + ph - eh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
+        // the windows covering any of columns w0 .. w0 + V - 1
+        const int q0 = (w0 + pw < ew) ? 0 : (w0 + pw - ew) / sw + 1, q1 = min((w0 + V - 1 + pw) / sw + 1, Q);
+        A s[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) s[k] = 0;
+        for (int p = p0; p < p1; ++p) {
+            int i = h - (p * sh - ph);
+            if (dh > 1) {
+                if (i % dh) continue;
+                i /= dh;
+            }
+            for (int q = q0; q < q1; ++q) {
+                const I o = plane + (I)p * Q + q;
+                const int j = (int)idx[o] - i * kw;  // the window's argmax tap column, if the argmax is on row h
+                if (j < 0 || j >= kw) continue;
+                const int col = q * sw - pw + j * dw - w0;  // its input column, from this thread's first
+                const A g = to_acc<A>(dy[o]);
+#pragma unroll
+                for (int k = 0; k < V; ++k)
+                    if (col == k) s[k] += g;
+            }
+        }
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < V; ++k) out.v[k] = from_acc<T>(s[k]);
+        reinterpret_cast<Vec*>(dx)[e] = out;
+    }
+}
+
+extern "C" __global__ void maxpool_rows_bwd(const T* __restrict__ dy, const IDX* __restrict__ idx, T* __restrict__ dx,
+                                            long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
+                                            int ph, int pw, int dh, int dw) {
+    DISPATCH(maxpool_rows_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh,
+             kw, sh, sw, ph, pw, dh, dw);
+}
+
 // maxpool_bwd_tiled's channels-last vector form: a thread writes the V channels of its window's kh*kw inputs
 template <typename I>
 __device__ __forceinline__ void maxpool_nhwc_bwd_tiled_body(const T* __restrict__ dy, const IDX* __restrict__ idx,

@@ -250,7 +250,8 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
 
 
 def _vector(dtype):
-    """Channels a thread of the ``maxpool_nhwc_*`` kernels takes: 16 bytes of them."""
+    """Elements a thread of the vector kernels takes, 16 bytes of them: channels (``maxpool_nhwc_*``) or a row's
+    columns (``maxpool_rows_bwd``)."""
     return 16 // np.dtype(dtype).itemsize
 
 
@@ -286,6 +287,10 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=
     if vectors:
         _launch(dy.dtype, "maxpool_nhwc_bwd", dx.size // _vector(dy.dtype), (dy, indices, dx),
                 (n, c, h, w, p, q, *window), indices.dtype)
+        return dx
+    if not channels_last and w % _vector(dy.dtype) == 0:  # (dx is new: 16-byte aligned)
+        _launch(dy.dtype, "maxpool_rows_bwd", dx.size // _vector(dy.dtype), (dy, indices, dx),
+                (n * c, h, w, p, q, *window), indices.dtype)
         return dx
     _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx), (n * c, c, h, w, p, q, *window, int(channels_last)),
             indices.dtype)
