@@ -481,10 +481,11 @@ def test_gpu_max_pool_channels_last_vectors(dtype, poisoned_pool):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
-def test_gpu_max_pool_backward_row_vectors(dtype, poisoned_pool):
-    """The C-contiguous backward of rows of whole 16-byte vectors (maxpool_rows_bwd: V neighbouring inputs a
-    thread), random windows with padding, strides, dilation, ceil_mode and wide windows (int16 positions): the
-    reference's gradients, and the same bits as the one-input-a-thread kernel (every input written: poisoned pool)."""
+def test_gpu_max_pool_row_vectors(dtype, poisoned_pool):
+    """C-contiguous max pooling of rows of whole 16-byte vectors (maxpool_rows_fwd: V neighbouring outputs a
+    thread; maxpool_rows_bwd: V neighbouring inputs), random windows with padding, strides, dilation, ceil_mode and
+    wide windows (int16 positions): the references' values, positions and gradients, and the same bits as the
+    one-element-a-thread kernels (every element written: poisoned pool)."""
     import cupy
 
     dt = backend.as_dtype(dtype)
@@ -492,30 +493,43 @@ def test_gpu_max_pool_backward_row_vectors(dtype, poisoned_pool):
     rng = np.random.default_rng(21)
     configs = [((2, 3, 17, 4 * vec), (3, 3), (2, 2), (1, 1), (1, 1), False),  # ResNet's stem window
                ((3, 2, 9, 2 * vec), (2, 3), (1, 2), (1, 1), (2, 1), True),
+               ((2, 2, 11, 2 * vec), (2, 2), (2, 2), (0, 0), (1, 1), False),
+               ((1, 3, 10, 3 * vec), (3, 3), (1, 1), (1, 1), (1, 1), False),
+               ((2, 2, 12, 2 * vec), (3, 3), (1, 1), (2, 2), (2, 2), False),
                ((1, 2, 40, 24), (3, 5), (1, 3), (1, 2), (2, 3), True),
-               ((1, 1, 34, 32), (17, 16), (3, 2), (8, 8), (1, 1), True)]  # (int16 positions)
+               ((1, 2, 20, 2 * vec), (17, 17), (1, 1), (8, 8), (1, 1), False),  # (int16 positions)
+               ((1, 1, 34, 32), (17, 16), (3, 2), (8, 8), (1, 1), True)]
     for _ in range(8):
         k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
         configs.append(((int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(6, 15)),
                          8 * int(rng.integers(1, 4))), k, (int(rng.integers(1, 3)), int(rng.integers(1, 3))),
                         (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1))),
                         (int(rng.integers(1, 3)), int(rng.integers(1, 3))), bool(rng.random() < 0.3)))
+    rows_fwd = 0
     for shape, k, s, p, d, cm in configs:
         x = ((rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100) / 8).astype(dt)
         yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm, dilation=d)
         dy = rng.standard_normal(yr.shape).astype(dt)
         y, idx = K.max_pool2d_forward(cupy.asarray(x), k, s, p, cm, dilation=d)
+        np.testing.assert_array_equal(cupy.asnumpy(y).astype(np.float64), yr.astype(np.float64))
         np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
         dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p, d)
         tol = 1e-2 if dt.itemsize == 2 else 1e-6
         np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64),
                                    K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p, d).astype(np.float64),
                                    rtol=tol, atol=tol)
-        scalar = cupy.full(shape, np.nan, dt)
         n, c, h, w = shape
-        K._launch(dt, "maxpool_bwd", scalar.size, (cupy.asarray(dy), idx, scalar),
-                  (n * c, c, h, w, *yr.shape[2:], *k, *s, *p, *d, 0), idx.dtype)
-        np.testing.assert_array_equal(cupy.asnumpy(dx).view(np.uint8), cupy.asnumpy(scalar).view(np.uint8))
+        window = (*k, *s, *p, *d)
+        scalar_y, scalar_idx = cupy.full(yr.shape, np.nan, dt), cupy.full(yr.shape, 7, idx.dtype)
+        K._launch(dt, "maxpool_fwd", y.size, (cupy.asarray(x), scalar_y, scalar_idx),
+                  (n * c, c, h, w, *yr.shape[2:], *window, 1, 0), idx.dtype)
+        scalar_dx = cupy.full(shape, np.nan, dt)
+        K._launch(dt, "maxpool_bwd", dx.size, (cupy.asarray(dy), idx, scalar_dx),
+                  (n * c, c, h, w, *yr.shape[2:], *window, 0), idx.dtype)
+        for ours, theirs in ((y, scalar_y), (idx, scalar_idx), (dx, scalar_dx)):
+            np.testing.assert_array_equal(cupy.asnumpy(ours).view(np.uint8), cupy.asnumpy(theirs).view(np.uint8))
+        rows_fwd += yr.shape[3] % vec == 0
+    assert rows_fwd >= 5  # (the row-vector forward ran)
 
 
 @pytest.mark.gpu

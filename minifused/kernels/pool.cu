@@ -280,7 +280,56 @@ extern "C" __global__ void maxpool_nhwc_bwd(const T* __restrict__ dy, const IDX*
              kh, kw, sh, sw, ph, pw, dh, dw);
 }
 
-// C-contiguous max-pool backward with V neighbouring inputs of a row a thread (W % V == 0): one index computation
+// C-contiguous max-pool forward with V neighbouring outputs of a row a thread (Q % V == 0): one index computation
+// and one 16-byte store for V outputs, whose windows overlap in the input rows they read (cached). Each output
+// compares its window's taps in maxpool_fwd's order: the same values and positions.
+template <typename I>
+__device__ __forceinline__ void maxpool_rows_fwd_body(const T* __restrict__ x, T* __restrict__ y,
+                                                      IDX* __restrict__ idx, long long NC, int H, int W, int P, int Q,
+                                                      int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
+                                                      int want_idx) {
+    const int QV = Q / V;
+    GRID_LOOP(o, NC * P * QV) {  // o: the output's V-element row vector, in memory order
+        const int q0 = (int)(o % QV) * V;
+        const I t = o / QV;
+        const int p = (int)(t % P);
+        const T* plane = x + t / P * H * W;
+        const int h0 = p * sh - ph;
+        A best[V];
+        int bi[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) { best[k] = (A)__int_as_float(0xff800000); bi[k] = -1; }
+        for (int i = 0; i < kh; ++i) {
+            const int h = h0 + i * dh;
+            if (h < 0 || h >= H) continue;
+            const T* row = plane + (I)h * W;
+            for (int j = 0; j < kw; ++j) {
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    const int w = (q0 + k) * sw - pw + j * dw;
+                    if (w < 0 || w >= W) continue;
+                    const A v = to_acc<A>(row[w]);
+                    if (v > best[k] || isnan(v) || bi[k] < 0) { best[k] = v; bi[k] = i * kw + j; }
+                }
+            }
+        }
+        Vec out;
+        IdxVec pos;
+#pragma unroll
+        for (int k = 0; k < V; ++k) { out.v[k] = from_acc<T>(best[k]); pos.v[k] = (IDX)bi[k]; }
+        reinterpret_cast<Vec*>(y)[o] = out;
+        if (want_idx) reinterpret_cast<IdxVec*>(idx)[o] = pos;
+    }
+}
+
+extern "C" __global__ void maxpool_rows_fwd(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
+                                            long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
+                                            int ph, int pw, int dh, int dw, int want_idx) {
+    DISPATCH(maxpool_rows_fwd_body, NC * max((long long)H * W, (long long)P * Q), x, y, idx, NC, H, W, P, Q, kh, kw,
+             sh, sw, ph, pw, dh, dw, want_idx);
+}
+
+// Its backward: V neighbouring inputs of a row a thread (W % V == 0): one index computation
 // and one 16-byte store for V inputs, and the windows that cover them (a few of one dy row) read once for all V.
 // Each input adds its windows' gradients in maxpool_bwd's order (p, then q, ascending): the same bits.
 template <typename I>

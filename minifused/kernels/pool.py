@@ -244,6 +244,8 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
     arrays, window = (x, y, y if idx is None else idx), (*kernel, *stride, *padding, *dilation, int(want_indices))
     if _vectors(cl, c, x, x.dtype):
         _launch(x.dtype, "maxpool_nhwc_fwd", y.size // _vector(x.dtype), arrays, (n, c, h, w, p, q, *window), it)
+    elif not cl and q % _vector(x.dtype) == 0:  # (y and the positions are new: aligned)
+        _launch(x.dtype, "maxpool_rows_fwd", y.size // _vector(x.dtype), arrays, (n * c, h, w, p, q, *window), it)
     else:
         _launch(x.dtype, "maxpool_fwd", y.size, arrays, (n * c, c, h, w, p, q, *window, int(cl)), it)
     return y, idx
@@ -251,7 +253,7 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
 
 def _vector(dtype):
     """Elements a thread of the vector kernels takes, 16 bytes of them: channels (``maxpool_nhwc_*``) or a row's
-    columns (``maxpool_rows_bwd``)."""
+    columns (``maxpool_rows_*``)."""
     return 16 // np.dtype(dtype).itemsize
 
 
