@@ -68,6 +68,27 @@ __device__ __forceinline__ I window_plane(I o, int C, int H, int W, int P, int Q
     return t / P * H * W;
 }
 
+// A tap's value v at window position pos against the window's max so far: NaN wins, then the larger, the first of
+// equals (PyTorch's order); bi < 0 until the first tap.
+__device__ __forceinline__ void take_max(A v, int pos, A& best, int& bi) {
+    if (v > best || isnan(v) || bi < 0) { best = v; bi = pos; }
+}
+
+// The windows lo <= p < hi (of P along a dimension) whose extent e, dilation included, covers input position h:
+// the ones the backward gathers from.
+__device__ __forceinline__ void covering(int h, int pad, int e, int stride, int P, int& lo, int& hi) {
+    lo = (h + pad < e) ? 0 : (h + pad - e) / stride + 1;
+    hi = min((h + pad) / stride + 1, P);
+}
+
+// Window p's tap index along a dimension that lands on input position h, or -1 where h falls between its taps
+// (dilation d): the offset from the window's origin p*stride - pad, over d.
+__device__ __forceinline__ int tap_at(int h, int p, int stride, int pad, int d) {
+    const int i = h - (p * stride - pad);
+    if (d > 1) return i % d ? -1 : i / d;
+    return i;
+}
+
 template <bool NHWC, typename I>
 __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
                                                  long long NC, int C, int H, int W, int P, int Q, int kh, int kw,
@@ -86,7 +107,7 @@ __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __r
                 const int w = w0 + j * dw;
                 if (w < 0 || w >= W) continue;
                 const A v = to_acc<A>(plane[((I)h * W + w) * tap]);
-                if (v > best || isnan(v) || bi < 0) { best = v; bi = i * kw + j; }
+                take_max(v, i * kw + j, best, bi);
             }
         }
         y[o] = from_acc<T>(best);
@@ -121,21 +142,16 @@ __device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const
         int h, w;
         const I plane = window_plane<NHWC, I>(e, C, P, Q, H, W, h, w);  // (e's plane of the output: P x Q)
         // the windows whose extent covers (h, w); with dilation, only those with a tap on it
-        const int p0 = (h + ph < eh) ? 0 : (h + ph - eh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
-        const int q0 = (w + pw < ew) ? 0 : (w + pw - ew) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
+        int p0, p1, q0, q1;
+        covering(h, ph, eh, sh, P, p0, p1);
+        covering(w, pw, ew, sw, Q, q0, q1);
         A s = 0;
         for (int p = p0; p < p1; ++p) {
-            int i = h - (p * sh - ph);  // the offset from window (p, .)'s origin row p*sh - ph, then its tap row
-            if (dh > 1) {
-                if (i % dh) continue;
-                i /= dh;
-            }
+            const int i = tap_at(h, p, sh, ph, dh);
+            if (i < 0) continue;
             for (int q = q0; q < q1; ++q) {
-                int j = w - (q * sw - pw);
-                if (dw > 1) {
-                    if (j % dw) continue;
-                    j /= dw;
-                }
+                const int j = tap_at(w, q, sw, pw, dw);
+                if (j < 0) continue;
                 const I o = plane + ((I)p * Q + q) * tap;
                 if ((int)idx[o] == i * kw + j) s += to_acc<A>(dy[o]);
             }
@@ -179,6 +195,23 @@ constexpr int V = 16 / sizeof(T);
 struct __align__(16) Vec { T v[V]; };
 struct __align__(V * sizeof(IDX)) IdxVec { IDX v[V]; };
 
+// The vector kernels' V running maxima (take_max), and their store: the maxima and positions of vector o.
+__device__ __forceinline__ void start_max(A* best, int* bi) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) { best[k] = (A)__int_as_float(0xff800000); bi[k] = -1; }
+}
+
+template <typename I>
+__device__ __forceinline__ void store_max(const A* best, const int* bi, T* __restrict__ y, IDX* __restrict__ idx, I o,
+                                          int want_idx) {
+    Vec out;
+    IdxVec pos;
+#pragma unroll
+    for (int k = 0; k < V; ++k) { out.v[k] = from_acc<T>(best[k]); pos.v[k] = (IDX)bi[k]; }
+    reinterpret_cast<Vec*>(y)[o] = out;
+    if (want_idx) reinterpret_cast<IdxVec*>(idx)[o] = pos;
+}
+
 template <typename I>
 __device__ __forceinline__ void maxpool_nhwc_fwd_body(const T* __restrict__ x, T* __restrict__ y,
                                                       IDX* __restrict__ idx, long long N, int C, int H, int W, int P,
@@ -195,8 +228,7 @@ __device__ __forceinline__ void maxpool_nhwc_fwd_body(const T* __restrict__ x, T
         const int h0 = p * sh - ph, w0 = q * sw - pw;
         A best[V];
         int bi[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k) { best[k] = (A)__int_as_float(0xff800000); bi[k] = -1; }
+        start_max(best, bi);
         for (int i = 0; i < kh; ++i) {
             const int h = h0 + i * dh;
             if (h < 0 || h >= H) continue;
@@ -207,16 +239,11 @@ __device__ __forceinline__ void maxpool_nhwc_fwd_body(const T* __restrict__ x, T
 #pragma unroll
                 for (int k = 0; k < V; ++k) {
                     const A v = to_acc<A>(in.v[k]);
-                    if (v > best[k] || isnan(v) || bi[k] < 0) { best[k] = v; bi[k] = i * kw + j; }
+                    take_max(v, i * kw + j, best[k], bi[k]);
                 }
             }
         }
-        Vec out;
-        IdxVec pos;
-#pragma unroll
-        for (int k = 0; k < V; ++k) { out.v[k] = from_acc<T>(best[k]); pos.v[k] = (IDX)bi[k]; }
-        reinterpret_cast<Vec*>(y)[o] = out;
-        if (want_idx) reinterpret_cast<IdxVec*>(idx)[o] = pos;
+        store_max(best, bi, y, idx, o, want_idx);
     }
 }
 
@@ -241,23 +268,18 @@ __device__ __forceinline__ void maxpool_nhwc_bwd_body(const T* __restrict__ dy, 
         const I u = t / W;
         const int h = (int)(u % H);
         const I plane = u / H * P * Q * C + cv * V;  // (dy's and idx's (0, 0) for these channels)
-        const int p0 = (h + ph < eh) ? 0 : (h + ph - eh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
-        const int q0 = (w + pw < ew) ? 0 : (w + pw - ew) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
+        int p0, p1, q0, q1;
+        covering(h, ph, eh, sh, P, p0, p1);
+        covering(w, pw, ew, sw, Q, q0, q1);
         A s[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) s[k] = 0;
         for (int p = p0; p < p1; ++p) {
-            int i = h - (p * sh - ph);
-            if (dh > 1) {
-                if (i % dh) continue;
-                i /= dh;
-            }
+            const int i = tap_at(h, p, sh, ph, dh);
+            if (i < 0) continue;
             for (int q = q0; q < q1; ++q) {
-                int j = w - (q * sw - pw);
-                if (dw > 1) {
-                    if (j % dw) continue;
-                    j /= dw;
-                }
+                const int j = tap_at(w, q, sw, pw, dw);
+                if (j < 0) continue;
                 const I o = plane + ((I)p * Q + q) * C;
                 const IdxVec pos = *reinterpret_cast<const IdxVec*>(idx + o);
                 const Vec g = *reinterpret_cast<const Vec*>(dy + o);
@@ -297,8 +319,7 @@ __device__ __forceinline__ void maxpool_rows_fwd_body(const T* __restrict__ x, T
         const int h0 = p * sh - ph;
         A best[V];
         int bi[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k) { best[k] = (A)__int_as_float(0xff800000); bi[k] = -1; }
+        start_max(best, bi);
         for (int i = 0; i < kh; ++i) {
             const int h = h0 + i * dh;
             if (h < 0 || h >= H) continue;
@@ -309,16 +330,11 @@ __device__ __forceinline__ void maxpool_rows_fwd_body(const T* __restrict__ x, T
                     const int w = (q0 + k) * sw - pw + j * dw;
                     if (w < 0 || w >= W) continue;
                     const A v = to_acc<A>(row[w]);
-                    if (v > best[k] || isnan(v) || bi[k] < 0) { best[k] = v; bi[k] = i * kw + j; }
+                    take_max(v, i * kw + j, best[k], bi[k]);
                 }
             }
         }
-        Vec out;
-        IdxVec pos;
-#pragma unroll
-        for (int k = 0; k < V; ++k) { out.v[k] = from_acc<T>(best[k]); pos.v[k] = (IDX)bi[k]; }
-        reinterpret_cast<Vec*>(y)[o] = out;
-        if (want_idx) reinterpret_cast<IdxVec*>(idx)[o] = pos;
+        store_max(best, bi, y, idx, o, want_idx);
     }
 }
 
@@ -343,18 +359,16 @@ __device__ __forceinline__ void maxpool_rows_bwd_body(const T* __restrict__ dy, 
         const I t = e / WV;
         const int h = (int)(t % H);
         const I plane = t / H * P * Q;
-        const int p0 = (h + ph < eh) ? 0 : (h + ph - eh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
-        // the windows covering any of columns w0 .. w0 + V - 1
-        const int q0 = (w0 + pw < ew) ? 0 : (w0 + pw - ew) / sw + 1, q1 = min((w0 + V - 1 + pw) / sw + 1, Q);
+        int p0, p1, q0, q1, unused;
+        covering(h, ph, eh, sh, P, p0, p1);
+        covering(w0, pw, ew, sw, Q, q0, unused);  // the windows covering any of columns w0 .. w0 + V - 1
+        covering(w0 + V - 1, pw, ew, sw, Q, unused, q1);
         A s[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) s[k] = 0;
         for (int p = p0; p < p1; ++p) {
-            int i = h - (p * sh - ph);
-            if (dh > 1) {
-                if (i % dh) continue;
-                i /= dh;
-            }
+            const int i = tap_at(h, p, sh, ph, dh);
+            if (i < 0) continue;
             for (int q = q0; q < q1; ++q) {
                 const I o = plane + (I)p * Q + q;
                 const int j = (int)idx[o] - i * kw;  // the window's argmax tap column, if the argmax is on row h
@@ -480,8 +494,9 @@ __device__ __forceinline__ void avgpool_bwd_body(const T* __restrict__ dy, T* __
         const int w = (int)(e % W);
         const int h = (int)((e / W) % H);
         const I nc = e / ((I)H * W);
-        const int p0 = (h + ph < kh) ? 0 : (h + ph - kh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
-        const int q0 = (w + pw < kw) ? 0 : (w + pw - kw) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
+        int p0, p1, q0, q1;
+        covering(h, ph, kh, sh, P, p0, p1);
+        covering(w, pw, kw, sw, Q, q0, q1);
         A s = 0;
         for (int p = p0; p < p1; ++p)
             for (int q = q0; q < q1; ++q) {
