@@ -1026,6 +1026,21 @@ def test_clip_grads_checks_before_it_changes_and_rounds_once():
     assert float(h.grad.item()) == -1.0  # (the coefficient rounded to float16 first gave -0.99951)
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, "inf"])
+def test_clip_grad_norm_returns_a_0d_tensor_that_stacks_and_updates_in_place(norm_type):
+    """The total norm is logged as a tensor (``torch.stack(norms).mean()``, ``norm.add_``): on the CPU it held
+    NumPy's scalar, not a 0-d array, and both failed."""
+    g = np.array([[3.0, -4.0], [1.0, 2.0]])
+    ref = np.linalg.norm(g.ravel(), ord=float(norm_type))
+    p = nn.Parameter(mf.zeros(2, 2))
+    p.grad = mf.tensor(g, dtype=mf.float32)
+    total = nn.utils.clip_grad_norm_([p], 1.0, norm_type=norm_type)
+    assert total.shape == () and total.dtype == mf.float32
+    np.testing.assert_allclose(mf.stack([total, total]).numpy(), [ref, ref], rtol=1e-6)
+    np.testing.assert_allclose(total.add_(1.0).item(), ref + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(p.grad.numpy(), g / (ref + 1e-6), rtol=1e-6)
+
+
 def test_containers_take_numpy_and_tensor_integer_indices_and_add_as_plain_containers():
     """As PyTorch's (operator.index): a NumPy integer or a one-element integer tensor indexes, sets, deletes, pops and
     inserts; ``+`` and ``*`` of a subclass give a plain Sequential / ModuleList (the subclass's __init__ may take

@@ -63,7 +63,9 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         dev = backend.device_of(tensors[0]._data)
         # each tensor's norm rounded to its dtype, as PyTorch's per-tensor norms (a float16 one past 65504 is inf)
         norms = [_vector_norm(xp, backend.to_device(t._data, dev), norm_type, acc).astype(t.dtype) for t in tensors]
-        total = _vector_norm(xp, xp.stack([n.astype(rdtype) for n in norms]), norm_type, acc).astype(rdtype)
+        # (NumPy's reductions give a scalar, not a 0-d array: the tensor wraps an array, as every other one)
+        total = xp.asarray(_vector_norm(xp, xp.stack([n.astype(rdtype) for n in norms]), norm_type, acc),
+                           dtype=rdtype)
     if error_if_nonfinite and not bool(xp.isfinite(total.astype(acc))):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite "
                            f"({float(total)}), so it cannot be clipped. To disable this error and scale the "
