@@ -131,6 +131,7 @@ def test_pinv_tolerances_and_matrix_rank():
     a = randn(5, 2) @ randn(2, 4, seed=1)  # rank 2
     close(L.pinv(f64(a)), np.linalg.pinv(a), rtol=1e-8, atol=1e-10)
     assert L.matrix_rank(f64(a)).item() == 2
+    assert mf.stack([L.matrix_rank(f64(a)), L.matrix_rank(f64(a.T))]).tolist() == [2, 2]  # a 0-d array each
     s = np.diag([4.0, 1.0, 0.1])
     close(L.pinv(f64(s), atol=0.5), np.diag([0.25, 1.0, 0.0]))
     close(L.pinv(f64(s), rtol=0.2), np.diag([0.25, 1.0, 0.0]))

@@ -379,7 +379,8 @@ def matrix_rank(input, tol=None, hermitian=False, *, atol=None, rtol=None):
     else:
         s = xp.linalg.svd(input._data, compute_uv=False)
         smax = s[..., 0]
-    return Tensor._from_array(_kept(xp, s, smax, atol, rtol).sum(-1).astype(np.int64))
+    # (asarray: NumPy's sum of one matrix's flags is a scalar, the tensor wraps a 0-d array)
+    return Tensor._from_array(xp.asarray(_kept(xp, s, smax, atol, rtol).sum(-1), dtype=np.int64))
 
 
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
