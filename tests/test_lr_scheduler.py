@@ -598,6 +598,29 @@ def test_schedules_that_follow_the_groups_take_a_group_added_after_them():
     assert sched.get_last_lr() == [BASES[0] * 0.5, BASES[1] * 0.5, 0.25]
 
 
+def test_state_dict_taken_after_a_group_was_added_loads_into_a_scheduler_whose_optimizer_has_it_too():
+    """A checkpoint taken once a group was added: the resumed optimizer gets the group before loading, the
+    scheduler (built before it, as in the run saved) loads the three lrs (PyTorch's load takes any values)."""
+    def run(steps, state=None):
+        opt = _opt([nn.Parameter(mf.ones(2)), nn.Parameter(mf.ones(2))])
+        sched = S.StepLR(opt, step_size=2, gamma=0.5)
+        opt.add_param_group({"params": [nn.Parameter(mf.ones(1))], "lr": 0.5})
+        if state is not None:
+            opt.load_state_dict(state[0])
+            sched.load_state_dict(state[1])
+        for _ in range(steps):
+            opt.step()
+            sched.step()
+        return opt, sched
+
+    opt, sched = run(3)
+    resumed = run(2, (opt.state_dict(), sched.state_dict()))[1]
+    assert sched.get_last_lr() == [BASES[0] * 0.5, BASES[1] * 0.5, 0.25]
+    assert resumed.last_epoch == 5 and resumed.get_last_lr() == [BASES[0] / 4, BASES[1] / 4, 0.125]
+    with pytest.raises(ValueError, match=r"'_last_lr' must be like \[0.1, 0.05\], got \[0.1, 0.05, 0.5\]"):
+        S.StepLR(_opt(), step_size=2).load_state_dict(sched.state_dict() | {"_last_lr": [0.1, 0.05, 0.5]})
+
+
 def _warnings_of(fn):
     import warnings
 

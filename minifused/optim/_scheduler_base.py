@@ -165,7 +165,9 @@ class LRScheduler:
 
     def load_state_dict(self, state_dict: dict):
         """Every entry is checked against the scheduler's own (known key, a value of the same kind: a number
-        for a number, a list of as many numbers for a list) before any is applied."""
+        for a number, a list of as many numbers for a list) before any is applied. ``_last_lr`` has one lr per
+        group of the optimizer as it is now: a group added since this scheduler was built (the stem unfrozen
+        into a group of its own before the checkpoint, added again before loading it) counts."""
         what = f"{type(self).__name__}.load_state_dict"
         if not isinstance(state_dict, dict):
             raise TypeError(f"{what}: expected a dict from state_dict(), got {type(state_dict).__name__}")
@@ -173,7 +175,7 @@ class LRScheduler:
         if unknown:
             raise ValueError(f"{what}: unexpected keys {sorted(unknown, key=str)} (a state dict of another scheduler?)")
         for key, value in state_dict.items():
-            _check_like(what, key, value, self.__dict__[key])
+            _check_like(what, key, value, _group_values(self.optimizer) if key == "_last_lr" else self.__dict__[key])
         self.__dict__.update(state_dict)
 
     def _lrs(self):
