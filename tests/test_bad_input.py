@@ -147,6 +147,17 @@ CASES = [
     ("optim_int_param", lambda: optim.SGD([mf.tensor([1, 2])], lr=0.1), TypeError, "floating-point"),
     ("optim_tensor_not_list", lambda: optim.SGD(nn.Linear(2, 2).weight, lr=0.1), TypeError, "iterable"),
     ("optim_no_params_generator", lambda: optim.Adam(iter([])), ValueError, "empty parameter list"),
+    # found by a differential sweep against PyTorch: each raised NumPy's or Python's own error, named another op,
+    # or returned a result where PyTorch raises
+    ("squeeze_repeated_dim", lambda: t(2, 1).squeeze((1, 1)), RuntimeError, r"squeeze: dim \(1, 1\) names a "
+     "dimension more than once"),
+    ("squeeze_repeated_negative_dim", lambda: t(2, 1).squeeze_((1, -1)), RuntimeError, "more than once"),
+    ("tile_negative", lambda: t(3).tile(-1), RuntimeError, r"tile: dims must be non-negative, got \(-1,\)"),
+    ("type_as_not_tensor", lambda: t(3).type_as(3), TypeError, r"type_as\(\): argument 'other' .* not int"),
+    ("expand_as_not_tensor", lambda: t(1).expand_as((3,)), TypeError, r"expand_as\(\): .* must be Tensor, not tuple"),
+    ("view_as_not_tensor", lambda: t(3).view_as(None), TypeError, r"view_as\(\): .* not NoneType"),
+    ("lerp_broadcast", lambda: mf.lerp(t(3), t(4), 0.5), RuntimeError, r"lerp: shapes \(3,\) and \(4,\)"),
+    ("lerp_weight_broadcast", lambda: mf.lerp(t(3), t(3), t(2)), RuntimeError, r"lerp: shapes \(3,\) and \(2,\)"),
     # data
     ("dataset_lengths", lambda: __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(
         t(4, 2), t(3)), ValueError, "different lengths"),

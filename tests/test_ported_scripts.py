@@ -23,7 +23,7 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "word_lm_idioms", "reinforce_idioms", "dcgan_idioms", "super_resolution_idioms", "pix2pix_idioms",
            "siamese_idioms", "distillation_idioms", "gcn_idioms", "zoo_classifiers[resnext]",
            "zoo_classifiers[mobilenetv3]", "zoo_classifiers[densenet]", "zoo_classifiers[resnet50]",
-           "zoo_unet[transpose]")
+           "zoo_unet[transpose]", "vit_idioms[encoder]", "vit_idioms[einsum]", "vit_idioms[sdpa]", "vit_idioms[mixer]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -121,6 +121,10 @@ CPU_ARGS = {
                                   "--steps", "15", "--seed", "0"],
     "zoo_unet[transpose]": ["--steps", "12", "--seed", "0"],
     "zoo_unet[bilinear]": ["--arch", "bilinear", "--channels-last", "--steps", "12", "--seed", "0"],
+    "vit_idioms[encoder]": ["--arch", "encoder", "--simclr", "--steps", "15", "--seed", "0"],
+    "vit_idioms[einsum]": ["--arch", "attention", "--steps", "15", "--seed", "0"],
+    "vit_idioms[sdpa]": ["--arch", "attention", "--attention", "sdpa", "--steps", "15", "--seed", "0"],
+    "vit_idioms[mixer]": ["--arch", "mixer", "--lr", "0.01", "--simclr", "--steps", "15", "--seed", "0"],
 }
 
 
@@ -198,6 +202,13 @@ PARITY_ARGS = {
     "zoo_classifiers[resnet50]": ["--arch", "resnet50", "--scheduler", "onecycle", "--lr", "0.01", "--image-size",
                                   "64", "--channels-last", "--steps", str(PARITY_STEPS), "--seed", "3"],
     "zoo_unet[transpose]": ["--optimizer", "sgd", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "vit_idioms[encoder]": ["--arch", "encoder", "--simclr", "--dropout", "0", "--steps", str(PARITY_STEPS),
+                            "--seed", "3"],
+    "vit_idioms[einsum]": ["--arch", "attention", "--dropout", "0", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "vit_idioms[sdpa]": ["--arch", "attention", "--attention", "sdpa", "--simclr", "--dropout", "0",
+                         "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "vit_idioms[mixer]": ["--arch", "mixer", "--lr", "0.01", "--simclr", "--dropout", "0", "--steps",
+                          str(PARITY_STEPS), "--seed", "3"],
 }
 
 

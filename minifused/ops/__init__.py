@@ -45,7 +45,7 @@ from .elementwise import div as _true_div
 from .inplace_arith import add_, copy_, div_, mul_, sub_
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
 from .movement import (chunk, diag, diff, expand_as, flip, movedim, narrow, narrow_copy, repeat, reshape_as, roll,
-                       split, swapaxes, tile, tril, tril_, triu, triu_, unbind, unfold, view_as)
+                       split, swapaxes, tile, tril, tril_, triu, triu_, type_as, unbind, unfold, view_as)
 from .reduce import (all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, logsumexp, max,  # noqa: A004
                      mean, median, min, prod, std, std_mean, sum, sum_to_size, var, var_mean)
 from .tensor_norm import norm
@@ -240,7 +240,7 @@ _METHODS = {
     "half": lambda self: cast(self, backend.float16), "bfloat16": lambda self: cast(self, backend.bfloat16),
     "long": lambda self: cast(self, backend.int64), "int": lambda self: cast(self, backend.int32),
     "bool": lambda self: cast(self, backend.bool_),
-    "type_as": lambda self, other: cast(self, other.dtype),
+    "type_as": type_as,
     "T": property(shape.T),
     "mT": property(lambda self: _matrix_transpose(self, "mT")),
     # real tensors: the conjugate transposes are the transposes, conjugation and negation bits never set

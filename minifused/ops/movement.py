@@ -10,7 +10,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import host_int
+from ._common import cast, host_int
 from .reduce import dim_index as _dim
 from .elementwise import where
 from .indexing import EmbedItem
@@ -177,19 +177,32 @@ def tile(input, *sizes, dims=None):
     tuple, the keyword ``dims=`` or separate ints (``Tensor.tile(2, 1)``, as PyTorch's method takes them)."""
     sizes = _by_keyword("tile", sizes, "dims", dims)
     dims = _ints("tile", "dims", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes)
+    if any(s < 0 for s in dims):
+        raise RuntimeError(f"tile: dims must be non-negative, got {dims}")
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
+def _like(op, other):
+    """The tensor whose shape or dtype an ``*_as`` method takes (no shape-like stand-ins, as PyTorch's)."""
+    if not isinstance(other, Tensor):
+        raise InputTypeError(f"{op}(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
+    return other
+
+
 def expand_as(x, other):
-    return expand(x, *other.shape)
+    return expand(x, *_like("expand_as", other).shape)
 
 
 def view_as(x, other):
-    return view(x, other.shape)
+    return view(x, _like("view_as", other).shape)
 
 
 def reshape_as(x, other):
-    return reshape(x, other.shape)
+    return reshape(x, _like("reshape_as", other).shape)
+
+
+def type_as(x, other):
+    return cast(x, _like("type_as", other).dtype)
 
 
 class Masked(Function):

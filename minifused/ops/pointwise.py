@@ -18,8 +18,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, cast, check_integer_divisor,
-                      float_operands, promote_operands, unbroadcast, unbroadcast_graph)
+from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast,
+                      check_integer_divisor, float_operands, promote_operands, unbroadcast, unbroadcast_graph)
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _const, _in_tensor_dtype, _zeros_graph, clone, exp, log, mul, sign_of, sqrt, where
 from .logic import written_into
@@ -540,6 +540,9 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
         raise InputTypeError(f"lerp(): argument 'weight' must be a number or a Tensor, got {type(weight).__name__}")
     else:
         _floating_operands("lerp", input=input, end=end)
+    shape = broadcast_shape("lerp", input.shape, end.shape)  # (checked here: the composition would name its ops)
+    if isinstance(weight, Tensor):
+        broadcast_shape("lerp", shape, weight.shape)
     dtype = input.dtype
     wide = _opmath(dtype)
     start, stop = cast(input, wide), cast(end, wide)

@@ -313,6 +313,8 @@ def squeeze(input, dim=None):
         shape = tuple(s for s in input.shape if s != 1)
     else:
         axes = normalize_axis("squeeze", dim, input.ndim)
+        if len(set(axes)) < len(axes):
+            raise InputError(f"squeeze: dim {dim} names a dimension more than once")
         shape = tuple(s for i, s in enumerate(input.shape) if not (i in axes and s == 1))
     return Reshape.apply(input, shape)  # (a view also where nothing is squeezed, as PyTorch's)
 
