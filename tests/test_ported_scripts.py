@@ -23,7 +23,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "word_lm_idioms", "reinforce_idioms", "dcgan_idioms", "super_resolution_idioms", "pix2pix_idioms",
            "siamese_idioms", "distillation_idioms", "gcn_idioms", "zoo_classifiers[resnext]",
            "zoo_classifiers[mobilenetv3]", "zoo_classifiers[densenet]", "zoo_classifiers[resnet50]",
-           "zoo_unet[transpose]", "vit_idioms[encoder]", "vit_idioms[einsum]", "vit_idioms[sdpa]", "vit_idioms[mixer]")
+           "zoo_unet[transpose]", "vit_idioms[encoder]", "vit_idioms[einsum]", "vit_idioms[sdpa]", "vit_idioms[mixer]",
+           "infra_idioms")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -125,6 +126,8 @@ CPU_ARGS = {
     "vit_idioms[einsum]": ["--arch", "attention", "--steps", "15", "--seed", "0"],
     "vit_idioms[sdpa]": ["--arch", "attention", "--attention", "sdpa", "--steps", "15", "--seed", "0"],
     "vit_idioms[mixer]": ["--arch", "mixer", "--lr", "0.01", "--simclr", "--steps", "15", "--seed", "0"],
+    "infra_idioms": ["--steps", "16", "--amp", "--sampler", "weighted", "--random-split", "--dropout", "0.1", "--seed",
+                     "0"],
 }
 
 
@@ -209,6 +212,7 @@ PARITY_ARGS = {
                          "--steps", str(PARITY_STEPS), "--seed", "3"],
     "vit_idioms[mixer]": ["--arch", "mixer", "--lr", "0.01", "--simclr", "--dropout", "0", "--steps",
                           str(PARITY_STEPS), "--seed", "3"],
+    "infra_idioms": ["--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
