@@ -158,6 +158,11 @@ CASES = [
     ("view_as_not_tensor", lambda: t(3).view_as(None), TypeError, r"view_as\(\): .* not NoneType"),
     ("lerp_broadcast", lambda: mf.lerp(t(3), t(4), 0.5), RuntimeError, r"lerp: shapes \(3,\) and \(4,\)"),
     ("lerp_weight_broadcast", lambda: mf.lerp(t(3), t(3), t(2)), RuntimeError, r"lerp: shapes \(3,\) and \(2,\)"),
+    ("zeros_names_itself", lambda: mf.zeros(2, -1), RuntimeError, r"zeros: expected a shape of non-negative ints"),
+    ("full_names_itself", lambda: mf.full((2.5,), 1.0), TypeError, r"full: expected a shape of non-negative ints"),
+    ("arange_nan_bound", lambda: mf.arange(0, float("nan")), RuntimeError, r"arange: unsupported range: 0 -> nan"),
+    ("arange_inf_bound", lambda: mf.arange(float("-inf"), 3.0), RuntimeError, r"unsupported range: -inf -> 3.0"),
+    ("arange_nan_step", lambda: mf.arange(0, 1, float("nan")), RuntimeError, "step must be nonzero, got nan"),
     # data
     ("dataset_lengths", lambda: __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(
         t(4, 2), t(3)), ValueError, "different lengths"),

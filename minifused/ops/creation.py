@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections.abc
 import functools
+import math
 import numbers
 
 import ml_dtypes
@@ -266,15 +267,15 @@ def _host_number(v):
     return v.item() if isinstance(v, Tensor) and v.ndim == 0 else v
 
 
-def _shape(size):
+def _shape(op, size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     size = tuple(_host_number(s) for s in size)
     for s in size:
         if not isinstance(s, numbers.Integral):  # (a type error, as PyTorch's)
-            raise InputTypeError(f"expected a shape of non-negative ints, got {size}")
+            raise InputTypeError(f"{op}: expected a shape of non-negative ints, got {size}")
         if s < 0:
-            raise InputError(f"expected a shape of non-negative ints, got {size}")
+            raise InputError(f"{op}: expected a shape of non-negative ints, got {size}")
     return tuple(int(s) for s in size)
 
 
@@ -298,7 +299,7 @@ def _options(op, size, named):
         if size:
             raise InputTypeError(f"{op}(): give the size positionally or as size=, not both")
         size = (named["size"],)
-    return _shape(size)
+    return _shape(op, size)
 
 
 def _finish(t, named):
@@ -411,7 +412,7 @@ def randint(low=None, high=None, size=None, *, generator=None, dtype=None, devic
             raise InputTypeError(f"randint: {name} must be an int, got {type(v).__name__} ({v!r})")
     if high <= low:
         raise InputError(f"randint: expected low < high, got low={low}, high={high}")
-    return _random("randint", _shape((size,)), dtype, device, requires_grad, low, high, generator=generator)
+    return _random("randint", _shape("randint", (size,)), dtype, device, requires_grad, low, high, generator=generator)
 
 
 def integer_bounds(dtype, *values):
@@ -431,8 +432,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         if not isinstance(v, numbers.Real) or isinstance(v, bool):
             raise InputTypeError(f"arange: {name} must be a number, got {type(v).__name__}")
     start, end, step = integer_bounds(dtype, start, end, step)
-    if step == 0:
-        raise InputError("arange: step must be nonzero")
+    if not all(isinstance(v, numbers.Integral) or math.isfinite(v) for v in (start, end)):
+        raise InputError(f"arange: unsupported range: {start} -> {end} (the bounds must be finite)")
+    if step == 0 or step != step:
+        raise InputError(f"arange: step must be nonzero, got {step}")
     if (end - start) * step < 0:
         raise InputError(f"arange: the bounds and the step's sign disagree (start={start}, end={end}, step={step}): "
                          f"a negative step needs end < start")
@@ -638,7 +641,7 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_gr
         raise InputTypeError("normal: with number mean and std, pass size (e.g. normal(0.0, 1.0, size=(2, 3)))")
     if not std >= 0:
         raise InputError(f"normal: std must be >= 0, got {std}")
-    z = randn(*_shape((size,)), dtype=dtype, device=device)
+    z = randn(*_shape("normal", (size,)), dtype=dtype, device=device)
     return (z * float(std) + float(mean)).detach().requires_grad_(requires_grad)
 
 
