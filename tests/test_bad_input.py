@@ -163,6 +163,14 @@ CASES = [
     ("arange_nan_bound", lambda: mf.arange(0, float("nan")), RuntimeError, r"arange: unsupported range: 0 -> nan"),
     ("arange_inf_bound", lambda: mf.arange(float("-inf"), 3.0), RuntimeError, r"unsupported range: -inf -> 3.0"),
     ("arange_nan_step", lambda: mf.arange(0, 1, float("nan")), RuntimeError, "step must be nonzero, got nan"),
+    ("index_add_out_of_range", lambda: t(5, 2).index_add_(0, mf.tensor([0, 7]), t(2, 2)), RuntimeError,
+     "index_add_: index 7 is out of bounds for dimension 0 with size 5"),
+    ("index_select_out_of_range", lambda: t(3, 2).index_select(0, mf.tensor([3])), IndexError,
+     "index_select: index 3 is out of bounds"),
+    ("index_reduce_out_of_range", lambda: t(5).index_reduce_(0, mf.tensor([0, 7]), t(2), "prod"), IndexError,
+     "index_reduce: index 7 is out of bounds for dimension 0 with size 5"),
+    ("index_reduce_negative", lambda: t(5).index_reduce(0, mf.tensor([-1]), t(1), "amax"), IndexError,
+     "index_reduce: index -1 is out of bounds"),
     # data
     ("dataset_lengths", lambda: __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(
         t(4, 2), t(3)), ValueError, "different lengths"),

@@ -95,7 +95,8 @@ def _vector_index(op, x, dim, index, negative=False):
         raise IndexError(f"{op}: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
     (axis,) = normalize_axis(op, dim, x.ndim)
     n = x.shape[axis] if x.ndim else 1
-    return axis, _in_bounds(op, index._data.reshape(-1), n, axis, IndexError, negative)
+    # (PyTorch's index_add raises a RuntimeError, the others an IndexError: this error is both)
+    return axis, _in_bounds(op, index._data.reshape(-1), n, axis, backend.IndexInputError, negative)
 
 
 def _grid(index, axis):

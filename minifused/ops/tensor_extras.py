@@ -147,8 +147,10 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # no
     if tuple(source.shape) != want and not (source.ndim == 0 and want == (1,)):
         raise RuntimeError(f"{op}: source must have shape {want} (the input's with index's length along dim "
                            f"{axis}), got {tuple(source.shape)}")
+    index = Tensor._from_array(_in_bounds(op, index._data.reshape(-1), input.shape[axis], axis,
+                                          backend.IndexInputError, negative=False))
     lead = (1,) * axis + (index.numel(),) + (1,) * (input.ndim - axis - 1)
-    grid = expand(reshape(cast(index, backend.int64), *lead), *want)
+    grid = expand(reshape(index, *lead), *want)
     return scatter_reduce(input, axis, grid, reshape(source, *want), reduce, include_self=include_self)
 
 
