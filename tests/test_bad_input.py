@@ -171,6 +171,15 @@ CASES = [
      "index_reduce: index 7 is out of bounds for dimension 0 with size 5"),
     ("index_reduce_negative", lambda: t(5).index_reduce(0, mf.tensor([-1]), t(1), "amax"), IndexError,
      "index_reduce: index -1 is out of bounds"),
+    ("bincount_float", lambda: mf.bincount(mf.tensor([0.0, 1.0])), NotImplementedError,
+     "bincount: .* got float32"),
+    ("bitwise_and_float", lambda: t(2) & t(2), NotImplementedError, "bitwise_and: only integer and bool tensors"),
+    ("softmax_int", lambda: F.softmax(mf.ones(2, 3, dtype=mf.int64), 1), NotImplementedError,
+     "softmax: expected a float32"),
+    ("softplus_int", lambda: F.softplus(mf.ones(3, dtype=mf.int64)), NotImplementedError,
+     "softplus: expected a floating-point input"),
+    ("batch_norm_int", lambda: nn.BatchNorm2d(3)(mf.ones(2, 3, 2, 2, dtype=mf.int64)), NotImplementedError,
+     "batch_norm: expected a floating-point input"),
     # data
     ("dataset_lengths", lambda: __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(
         t(4, 2), t(3)), ValueError, "different lengths"),

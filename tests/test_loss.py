@@ -519,3 +519,34 @@ def test_gaussian_nll_loss_var_shapes_as_pytorch(var_shape, ok):
     got = float(F.gaussian_nll_loss(mf.tensor(x), mf.tensor(t), mf.tensor(v)))
     vb = v.reshape(*v.shape, 1) if len(var_shape) == 3 else v
     np.testing.assert_allclose(got, np.mean(0.5 * (np.log(vb) + (x - t) ** 2 / vb)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", [F.cross_entropy, F.nll_loss])
+@pytest.mark.parametrize("dtype", [mf.int64, mf.bool])
+def test_class_weight_of_an_integer_dtype_raises(loss, dtype):
+    """PyTorch refuses an integer or bool class weight ("expected scalar type Float but found Long"); it was cast
+    and used. Class-probability targets check the weight the same way."""
+    x, t = cpu(np.zeros((4, 3), np.float32)), mf.tensor([0, 1, 2, 1])
+    with pytest.raises(TypeError, match=f"{loss.__name__}: weight must be a floating-point tensor, got dtype") as e:
+        loss(x, t, weight=mf.ones(3, dtype=dtype))
+    assert isinstance(e.value, RuntimeError)
+    with pytest.raises(TypeError, match="cross_entropy: weight must be a floating-point tensor"):
+        F.cross_entropy(x, cpu(np.full((4, 3), 1 / 3, np.float32)), weight=mf.ones(3, dtype=dtype))
+
+
+@pytest.mark.parametrize("fn,match", [
+    (lambda x: F.cross_entropy(x, mf.tensor([0, 1])), "cross_entropy: expected a float32"),
+    (lambda x: F.nll_loss(x, mf.tensor([0, 1])), "nll_loss: expected a float32"),
+    (lambda x: F.mse_loss(x, x), "mse_loss: expected a floating-point input")])
+def test_integer_input_raises_not_implemented_as_pytorch(fn, match):
+    """PyTorch has no integer kernel for these ("... not implemented for 'Long'"): a NotImplementedError, still
+    the TypeError (and RuntimeError) this raised before."""
+    with pytest.raises(NotImplementedError, match=match) as e:
+        fn(mf.ones(2, 3, dtype=mf.int64))
+    assert isinstance(e.value, TypeError) and isinstance(e.value, RuntimeError)
+
+
+def test_multi_margin_label_out_of_range_is_pytorchs_runtime_error():
+    with pytest.raises(RuntimeError, match="multi_margin_loss: target out of range for 4 classes") as e:
+        F.multi_margin_loss(cpu(np.zeros((3, 4), np.float32)), mf.tensor([0, 1, 4]))
+    assert isinstance(e.value, IndexError)

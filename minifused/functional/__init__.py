@@ -379,8 +379,9 @@ def _softmax_dim(op, input, dim, dtype):
         input = _cast(input, dtype)
     elif op != "softmax_":  # a cuda autocast region computes softmax in float32 unless a dtype is asked for
         (input,) = _autocast_float32(input, devices=_CUDA)
-    if input.dtype not in _NORM_DTYPES:
-        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    if input.dtype not in _NORM_DTYPES:  # (PyTorch's NotImplementedError)
+        raise _backend.DtypeNotImplementedError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got "
+                                                f"{input.dtype}")
     if dim is None:  # PyTorch's legacy implicit choice, warned as there
         dim = 0 if input.ndim in (0, 1, 3) else 1
         name = op.rstrip("_")
@@ -435,8 +436,9 @@ def _check_class_loss(op, input, target, reduction):
                              f"{type(target).__name__}")
     if reduction not in _REDUCTIONS:
         raise InputError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    if input.dtype not in _NORM_DTYPES:
-        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    if input.dtype not in _NORM_DTYPES:  # (PyTorch's NotImplementedError)
+        raise _backend.DtypeNotImplementedError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got "
+                                                f"{input.dtype}")
 
 
 def _class_rows(op, input, target, weight, ignore_index, reduction):
@@ -463,13 +465,8 @@ def _class_rows(op, input, target, weight, ignore_index, reduction):
                          f"(input (N, C, d1, ...) takes target (N, d1, ...)), got {list(target.shape)}")
     c = input.shape[0] if input.ndim == 1 else input.shape[1]
     if weight is not None:
-        if not isinstance(weight, _Tensor):
-            raise InputTypeError(f"{op}: weight must be a tensor or None, got {type(weight).__name__}")
-        if tuple(weight.shape) != (c,):
-            raise InputError(f"{op}: weight must have shape [{c}] (one per class), got {list(weight.shape)}")
-        if weight.device != input.device:
-            raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
-        if weight.dtype != input.dtype:
+        _check_class_weight(op, input, weight, c)
+        if weight.dtype != input.dtype:  # (another float width is cast; PyTorch refuses it)
             weight = _cast(weight, input.dtype)
     if target.device.type == "cpu" and target.numel():
         from ..kernels.softmax import _check_labels_host
@@ -485,6 +482,18 @@ def _class_rows(op, input, target, weight, ignore_index, reduction):
         m = target.numel()  # (not -1: the rows of an input without classes are not inferable)
         rows, trows = _reshape(moved, (m, c)), _reshape(target, (m,))
     return rows, trows, weight, expected
+
+
+def _check_class_weight(op, input, weight, c):
+    """A class-weighted loss's ``weight``: a floating-point tensor of one value per class, on the input's device."""
+    if not isinstance(weight, _Tensor):
+        raise InputTypeError(f"{op}: weight must be a tensor or None, got {type(weight).__name__}")
+    if tuple(weight.shape) != (c,):
+        raise InputError(f"{op}: weight must have shape [{c}] (one per class), got {list(weight.shape)}")
+    if weight.device != input.device:
+        raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
+    if not _backend.is_floating(weight.dtype):
+        raise InputTypeError(f"{op}: weight must be a floating-point tensor, got dtype {weight.dtype}")
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -537,11 +546,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
         target = target * (1.0 - label_smoothing) + label_smoothing / max(c, 1)  # (c = 0: no elements)
     terms = log_softmax(input, dim) * target
     if weight is not None:
-        if not isinstance(weight, _Tensor) or tuple(weight.shape) != (c,):
-            raise InputError(f"{op}: weight must be a tensor of shape [{c}] (one per class), got "
-                             f"{list(weight.shape) if isinstance(weight, _Tensor) else type(weight).__name__}")
-        if weight.device != input.device:
-            raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
+        _check_class_weight(op, input, weight, c)
         terms = terms * _reshape(weight, (c,) + (1,) * (input.ndim - dim - 1))
     return _reduce(-terms.sum(dim), reduction)
 

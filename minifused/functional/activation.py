@@ -25,7 +25,7 @@ from ..ops.shape import channels_last as _channels_last
 from ..kernels import is_channels_last as _is_channels_last
 from ..tensor import Tensor as _Tensor
 from ._checks import _legacy_reduction, _not_differentiable
-from ..backend import InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
 __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", "celu", "celu_", "softplus",
            "hardtanh", "hardtanh_", "relu6", "hardsigmoid", "hardswish", "mish", "softsign", "logsigmoid",
@@ -39,9 +39,9 @@ __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", 
 def _act(op, input):
     if not isinstance(input, _Tensor):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
-    if not _backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
-                             f"got dtype {input.dtype}")
+    if not _backend.is_floating(input.dtype):  # (PyTorch's NotImplementedError, or a RuntimeError: this is both)
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or "
+                                       f"float64), got dtype {input.dtype}")
     return input
 
 
@@ -519,9 +519,9 @@ def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target
     if reduction not in reductions:
         raise InputError(f"{op}: reduction must be one of {', '.join(map(repr, reductions))}, got {reduction!r}")
     int_ok = int_input and input.dtype.kind in "iu" and _backend.is_floating(target.dtype)
-    if not _backend.is_floating(input.dtype) and not int_ok:
-        raise InputTypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
-                             f"got dtype {input.dtype}")
+    if not _backend.is_floating(input.dtype) and not int_ok:  # (PyTorch's NotImplementedError or RuntimeError)
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or "
+                                       f"float64), got dtype {input.dtype}")
     if float_target and not _backend.is_floating(target.dtype):
         raise InputTypeError(f"{op}: expected a floating-point target, got dtype {target.dtype}")
     if target.device != input.device:

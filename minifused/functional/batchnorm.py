@@ -18,7 +18,7 @@ from ..ops.shape import channels_last as _channels_last
 from ..ops.shape import contiguous as _contiguous
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
-from ..backend import InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "local_response_norm"]
 
@@ -26,8 +26,8 @@ __all__ = ["batch_norm", "group_norm", "instance_norm", "local_response_norm"]
 def _check_input(op, input):
     if not isinstance(input, _Tensor):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
-    if not _backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if not _backend.is_floating(input.dtype):  # (PyTorch's NotImplementedError)
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     if input.ndim < 2:
         raise InputError(f"{op}: expected an input of at least 2 dimensions (N, C, ...), got shape "
                          f"{list(input.shape)}")

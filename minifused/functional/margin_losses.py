@@ -179,7 +179,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     y = target.reshape(-1, 1)
     c = x.shape[1]
     if y.numel() and (int(y.min().item()) < 0 or int(y.max().item()) >= c):
-        raise IndexError(f"{op}: target out of range for {c} classes")
+        raise _backend.IndexInputError(f"{op}: target out of range for {c} classes")  # (PyTorch: a RuntimeError)
     # relu, not clamp: PyTorch's kernel takes the terms z > 0 only, so a term at the kink gets no gradient
     z = (_number(op, "margin", margin) - _gather(x, 1, y) + x).relu()
     if p == 2:

@@ -16,7 +16,7 @@ from .. import backend
 from ..autograd import Function, is_grad_enabled, no_grad
 from ..tensor import Tensor
 from ._common import binary_operands, broadcast_shape, can_cast, normalize_axis
-from ..backend import InputTypeError
+from ..backend import DtypeNotImplementedError, InputTypeError
 
 
 def _xp(x):
@@ -188,7 +188,7 @@ def logical_not(input):  # noqa: A002 - PyTorch's name
 
 def _integral(name, t):
     if isinstance(t, Tensor) and backend.is_floating(t.dtype):
-        raise InputTypeError(f"{name}: only integer and bool tensors are supported, got {t.dtype}")
+        raise DtypeNotImplementedError(f"{name}: only integer and bool tensors are supported, got {t.dtype}")
     if not isinstance(t, (Tensor, numbers.Integral)):
         raise InputTypeError(f"{name}: only integer and bool operands are supported, got {type(t).__name__} {t!r}")
 

@@ -16,7 +16,7 @@ from .elementwise import where
 from .index import Gather
 from .reduce import Evenly, refuse_bool
 from .shape import reshape
-from ..backend import InputTypeError
+from ..backend import DtypeNotImplementedError, InputTypeError
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "mode", "nanmedian", "quantile", "nanquantile", "unique",
            "bincount", "histc", "searchsorted", "bucketize"]
@@ -412,8 +412,10 @@ def bincount(input, weights=None, minlength=0):  # noqa: A002
     long, as ``torch.bincount``. Not differentiable."""
     op = "bincount"
     _check(op, input)
-    if input.ndim != 1 or input.dtype.kind not in "iu" or input.dtype == backend.bool_ or \
-            (input.numel() and int(input.min().item()) < 0):
+    if input.dtype.kind not in "iu":  # (PyTorch: "not implemented for 'Float'"; a NotImplementedError)
+        raise DtypeNotImplementedError(f"{op}: bincount only supports 1-d non-negative integral inputs, got "
+                                       f"{input.dtype} {tuple(input.shape)}")
+    if input.ndim != 1 or (input.numel() and int(input.min().item()) < 0):
         raise RuntimeError(f"{op}: bincount only supports 1-d non-negative integral inputs, got {input.dtype} "
                            f"{tuple(input.shape)}")
     if isinstance(minlength, bool) or not isinstance(minlength, numbers.Integral) or minlength < 0:
