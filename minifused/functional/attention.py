@@ -310,6 +310,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                              f"{tuple(value.shape[:2])}")
     elif tuple(key.shape) != tuple(value.shape):
         raise InputError(f"{op}: key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)}")
+    if key.ndim != 3 or key.shape[1] != bsz:
+        raise InputError(f"{op}: key of shape {tuple(key.shape)} does not fit the query's batch: expected "
+                         f"(source length, {bsz}, embed dim) for query of shape {tuple(query.shape)}")
     separate = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else None
     q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate)
     if attn_mask is not None:

@@ -133,7 +133,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     there are bags, the end of the last one, as CSR row pointers). ``per_sample_weights`` (mode
     'sum') scale each entry; ``padding_idx`` entries are left out (of the means' counts too); an empty bag gives
     zeros. ``max_norm``, ``norm_type`` and ``scale_grad_by_freq`` as :func:`embedding`."""
-    from .layers import embedding
+    from .layers import _embedding
 
     op = "embedding_bag"
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
@@ -173,7 +173,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                f"{num - 1}, but got {padding_idx}")
         padding_idx = int(padding_idx) % num
     flat, nbags, bag = _bags(input, offsets, include_last_offset)
-    rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)  # (K, D)
+    rows = _embedding(op, flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)  # (K, D)
     xp = _backend.array_module(rows._data)
     keep = bag >= 0  # (host) the entries inside a bag, not padding
     if padding_idx is not None:

@@ -229,7 +229,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     ``padding_idx`` row gets no gradient; ``scale_grad_by_freq`` divides each row's gradient by its
     index's count in the batch; ``max_norm`` renormalizes the looked-up rows of ``weight`` in place.
     Indices out of range raise IndexError (on cuda at the next sync, as deferred checks do)."""
-    op = "embedding"
+    return _embedding("embedding", input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+
+
+def _embedding(op, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse):
+    """:func:`embedding`, its errors naming ``op`` (embedding_bag looks its rows up here)."""
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
                              f"{type(weight).__name__}")

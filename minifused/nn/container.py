@@ -73,8 +73,9 @@ class _ModuleSequence(Module):
         return iter(self._modules.values())
 
     def __getitem__(self, idx):
-        items = list(self._modules.values())
-        return type(self)._of(items[idx]) if isinstance(idx, slice) else items[idx]
+        if isinstance(idx, slice):
+            return type(self)._of(list(self._modules.values())[idx])
+        return self._modules[self._key_at(idx)]
 
     def __setitem__(self, idx, module):
         self.register_module(self._key_at(idx), module)

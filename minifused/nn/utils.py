@@ -50,7 +50,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     """The ``norm_type`` norm of the norms of ``tensors`` (a 0-d tensor in their common dtype, on their
     device; 0.0 for none). ``error_if_nonfinite`` reads it, so it syncs."""
     tensors = _tensors(tensors)
-    norm_type = float(norm_type)
+    try:  # (a number, or a string float() reads: 'inf', as PyTorch's)
+        norm_type = float(norm_type)
+    except (TypeError, ValueError):
+        raise (InputError if isinstance(norm_type, str) else InputTypeError)(
+            f"get_total_norm: norm_type must be a number (or 'inf'), got {norm_type!r}") from None
     if not tensors:
         return Tensor._from_array(np.zeros((), np.float32))
     xp = tensors[0]._xp
