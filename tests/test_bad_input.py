@@ -386,6 +386,23 @@ def _groups(opt):
     return [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
 
 
+@pytest.mark.parametrize("name", ["SGD", "Adam", "RMSprop", "Adagrad", "NAdam", "Adadelta", "Adafactor"])
+def test_a_bad_hyper_parameter_in_a_later_group_cannot_half_update_a_step(name):
+    """A learning rate set to a string in the second group fails the step before the first group moves (it
+    updated the first group's parameters and state, then raised on the second's)."""
+    mf.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
+    opt = getattr(optim, name)([{"params": model[0].parameters()}, {"params": model[1].parameters()}], lr=0.1)
+    for _ in range(2):
+        model(t(5, 4)).sum().backward()
+        opt.step()
+    opt.param_groups[1]["lr"] = "x"
+    before = _snapshot(model, opt)
+    with pytest.raises(TypeError, match="group entry 'lr' must be a number or a one-element tensor, got 'x'"):
+        opt.step()
+    _same(before, _snapshot(model, opt))
+
+
 def test_wrong_gradient_cannot_half_update_a_step():
     """A gradient that does not fit its parameter is refused when assigned, so a later step
     cannot update some parameters and then fail on the misfit (it used to: three of four

@@ -220,6 +220,23 @@ def test_optimizer_load_state_dict_errors():
     assert opt.state_dict()["param_groups"][0]["lr"] == 1e-3 and not opt.state
 
 
+def test_optimizer_load_state_of_another_shape_raises_runtime_error_too():
+    """State of the wrong shape is refused at load (PyTorch loads it and its step raises a RuntimeError: the error
+    is both a ValueError and that RuntimeError), and nothing of the state dict is taken."""
+    a, b = nn.Parameter(mf.ones(2)), nn.Parameter(mf.ones(3))
+    opt = optim.Adam([a, b], lr=0.1)
+    a.grad, b.grad = mf.ones(2), mf.ones(3)
+    opt.step()
+    sd = opt.state_dict()
+    sd["state"][1]["exp_avg"] = mf.zeros(7)
+    sd["param_groups"][0]["lr"] = 0.5
+    with pytest.raises(RuntimeError, match=r"Adam\.load_state_dict: state 'exp_avg' of parameter 1 has shape \(7,\), "
+                                           r"the parameter \(3,\)") as e:
+        opt.load_state_dict(sd)
+    assert isinstance(e.value, ValueError)
+    assert opt.param_groups[0]["lr"] == 0.1 and opt.state[b]["exp_avg"].shape == (3,)
+
+
 def test_step_with_a_loss_instead_of_a_closure():
     """optimizer.step(loss): PyTorch's raises a raw "'Tensor' object is not callable"; here the step says what a
     closure is, before anything changes."""

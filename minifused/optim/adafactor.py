@@ -57,6 +57,11 @@ class Adafactor(Optimizer):
         super().__init__(params, dict(lr=lr, beta2_decay=beta2_decay, eps=tuple(eps), d=d,
                                       weight_decay=weight_decay, foreach=foreach, maximize=maximize), master_weights)
 
+    @staticmethod
+    def _hyper_values(g):
+        """(No fused kernel reads them: listed so that a step checks them all as numbers before any update.)"""
+        return (g["lr"], g["weight_decay"], g["d"], g["beta2_decay"], g["eps"][1])
+
     def _state(self, p):
         st = self.state[p]
         if "step" not in st:

@@ -384,8 +384,12 @@ class Optimizer:
 
     def _launches(self):
         """(group, device, params) for each group and device of the parameters that have gradients,
-        once every gradient has been checked: a step that fails changes nothing."""
+        once every gradient and every group's hyper-parameters have been checked: a step that fails changes
+        nothing (a learning rate set to a string in the last group fails before the first group moves)."""
         self._check_grads()
+        for g in self.param_groups:
+            if isinstance(g, _Group):
+                g._values()
         for g in self.param_groups:
             params = _params_with_grad(g)
             self._follow_layouts(params)
@@ -561,11 +565,12 @@ class Optimizer:
             raise ValueError(f"{where} is {v!r}; expected {what} (a number or a one-element tensor)")
         if not isinstance(v, Tensor):
             return copy.deepcopy(v)
+        # (an InputError: PyTorch loads such state and its step raises a RuntimeError; this is both)
         if tuple(v.shape) != tuple(p.shape):
-            raise ValueError(f"{where} has shape {tuple(v.shape)}, the parameter {tuple(p.shape)}")
+            raise backend.InputError(f"{where} has shape {tuple(v.shape)}, the parameter {tuple(p.shape)}")
         if not backend.is_floating(v.dtype):
-            raise ValueError(f"{where} has dtype {v.dtype}; expected a floating dtype (the parameter is "
-                             f"{p.dtype})")
+            raise backend.InputError(f"{where} has dtype {v.dtype}; expected a floating dtype (the parameter is "
+                                     f"{p.dtype})")
         with backend.on_device(p.device):
             arr = empty_like_layout(p._data, self._state_dtype(p))  # a copy in p's layout
             arr[...] = backend.to_device(v._data, p.device).astype(arr.dtype, copy=False)
