@@ -194,6 +194,12 @@ CASES = [
      TypeError, "norm_type must be a number"),
     ("mha_key_batch", lambda: nn.MultiheadAttention(8, 2)(t(3, 2, 8), t(4, 3, 8), t(4, 3, 8)), RuntimeError,
      r"key of shape \(4, 3, 8\) does not fit the query's batch"),
+    ("sort_descending_string", lambda: t(3).sort(descending="yes"), TypeError,
+     r"sort\(\): argument 'descending' must be bool, not str"),
+    ("argsort_stable_none", lambda: t(3).argsort(stable=None), TypeError, "argument 'stable' must be bool"),
+    ("topk_largest_int", lambda: t(3).topk(2, largest=0), TypeError, "topk\\(\\): argument 'largest' must be bool"),
+    ("histc_int", lambda: mf.histc(mf.ones(3, dtype=mf.int64)), NotImplementedError,
+     "histc: expected a floating-point input, got dtype int64"),
     # data
     ("dataset_lengths", lambda: __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(
         t(4, 2), t(3)), ValueError, "different lengths"),

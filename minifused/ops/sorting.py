@@ -65,14 +65,23 @@ def _sorted(op, x, dim, descending):
     return Gather.apply(x, idx, axis), Tensor._from_array(idx)
 
 
+def _flags(op, **flags):
+    """PyTorch's bool arguments (``descending``, ``largest`` ...): a bool, no other truthy value (a string, a 1)."""
+    for name, v in flags.items():
+        if not isinstance(v, (bool, np.bool_)):
+            raise InputTypeError(f"{op}(): argument '{name}' must be bool, not {type(v).__name__}")
+
+
 def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002 - PyTorch's names
     """(values, indices) along ``dim``; always stable here (``stable`` is accepted for PyTorch's signature)."""
+    _flags("sort", descending=descending, stable=False if stable is None else stable)  # (its stable may be None)
     values, indices = _sorted("sort", input, dim, descending)
     return SortResult(values, indices)
 
 
 def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     _check("argsort", input)
+    _flags("argsort", descending=descending, stable=stable)
     if input.ndim == 0:
         _axis("argsort", input, dim)
         return Tensor._from_array(input._xp.zeros((), np.int64))
@@ -97,6 +106,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     """The ``k`` largest (smallest: ``largest=False``) entries along ``dim`` and their indices, in
     order (``sorted=False`` gives them in order too). Bool is refused, as PyTorch's CPU and CUDA kernels do."""
     _check("topk", input)
+    _flags("topk", largest=largest, sorted=sorted)
     refuse_bool("topk", input, RuntimeError)
     axis = _axis("topk", input, dim)
     if input.ndim == 0:  # one entry: k is 1
@@ -438,8 +448,8 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     counts in the last bin), in the input's dtype, as ``torch.histc``. Not differentiable."""
     op = "histc"
     _check(op, input)
-    if not backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if not backend.is_floating(input.dtype):  # (PyTorch: "not implemented for 'Long'")
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     if isinstance(bins, bool) or not isinstance(bins, numbers.Integral):
         raise InputTypeError(f"{op}(): argument 'bins' must be int, not {type(bins).__name__}")
     if bins <= 0:
