@@ -347,6 +347,9 @@ class Tensor:
         return _host(self._data).tolist()
 
     def __float__(self):
+        if self.requires_grad and autograd.is_grad_enabled():  # (PyTorch's warning: the number leaves the graph)
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior. "
+                          "Consider using tensor.detach() first.", UserWarning, stacklevel=2)
         return float(self.item())
 
     def __int__(self):

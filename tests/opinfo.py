@@ -39,7 +39,7 @@ def randn(*shape, seed=0, dtype=np.float32):
 
 def cpu_randn(*shape, dtype=mf.float32, **kw):
     """A random tensor on the cpu (for bad-input cases, where only shapes and dtypes matter)."""
-    return mf.randn(*shape, dtype=dtype, device="cpu", **kw)
+    return mf.randn(shape, dtype=dtype, device="cpu", **kw)
 
 
 def pos(shape):

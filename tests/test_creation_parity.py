@@ -222,3 +222,37 @@ def test_integer_dtype_casts_the_bounds_before_spacing_them():
     assert mf.logspace(0.5, 2.5, 3, base=2.5, dtype=mf.int64).tolist() == np.trunc(2.5 ** np.arange(3.0)).tolist()
     with pytest.warns(UserWarning, match="deprecated"):
         assert mf.range(6, 2.26, -2, dtype=mf.int8).tolist() == [6, 4, 2]
+
+
+@pytest.mark.parametrize("fn", [mf.zeros, mf.ones, mf.empty, mf.rand, mf.randn])
+def test_creation_without_a_size_is_a_type_error_an_empty_size_a_0d_tensor(fn):
+    """PyTorch's zeros() and its kin refuse a call without a size; zeros(()) (or zeros([])) is the 0-d tensor."""
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'size'"):
+        fn()
+    for empty in ((), []):
+        t = fn(empty)
+        assert t.shape == () and t.numel() == 1
+    assert fn(size=()).shape == ()
+
+
+def test_scalar_draws_and_legacy_constructors_of_0d_shapes():
+    """What draws a 0-d tensor through the creation functions (a scalar distribution's sample, bernoulli of a 0-d
+    tensor, normal with 0-d mean and std) gives one, as in PyTorch."""
+    assert mf.distributions.Normal(0.0, 1.0).sample().shape == ()
+    assert mf.bernoulli(mf.tensor(0.5)).shape == ()
+    assert mf.normal(mf.tensor(0.0), mf.tensor(1.0)).shape == ()
+    assert mf.normal(0.0, 1.0, size=()).shape == ()
+    assert mf.FloatTensor(mf.Size([])).shape == ()
+
+
+def test_float_of_a_tensor_that_requires_grad_warns_as_pytorch():
+    """float() of a tensor that requires grad, with grad mode on, warns that the number leaves the graph (PyTorch's
+    words); under no_grad, of a detached tensor, and int() / item() stay silent, as in PyTorch."""
+    t = mf.tensor([1.5, 2.0], requires_grad=True).sum()
+    with pytest.warns(UserWarning, match="Converting a tensor with requires_grad=True to a scalar"):
+        assert float(t) == 3.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with mf.no_grad():
+            assert float(t) == 3.5
+        assert float(t.detach()) == 3.5 and int(t) == 3 and t.item() == 3.5

@@ -290,7 +290,7 @@ def test_fan_in_and_fan_out_rules():
     assert fans(mf.empty(0, 3)) == (3, 0) and fans(mf.empty(5, 2, 0)) == (0, 0)
     for shape in ((), (7,)):
         with pytest.raises(ValueError, match="fewer than 2 dimensions"):
-            fans(mf.empty(*shape))
+            fans(mf.empty(shape))
     assert nn.init._calculate_correct_fan(mf.empty(6, 2, 3), "FAN_OUT") == 18
     with pytest.raises(ValueError, match="'fan_avg' not supported"):
         nn.init._calculate_correct_fan(mf.empty(3, 4), "fan_avg")
@@ -400,7 +400,7 @@ def test_sparse_zero_count_per_column_and_orthogonal_shapes():
 def _with_grads(grads, dtype=mf.float32):
     ps = []
     for g in grads:
-        p = nn.Parameter(mf.zeros(*g.shape, dtype=dtype))
+        p = nn.Parameter(mf.zeros(g.shape, dtype=dtype))
         p.grad = mf.tensor(g, dtype=dtype)
         ps.append(p)
     return ps

@@ -660,7 +660,7 @@ def test_nan_results_are_silent():
     x = cpu(np.zeros((0, 3), np.float32), requires_grad=True)
     for loss in (F.mse_loss, F.l1_loss):
         y = loss(x, cpu(np.zeros((0, 3), np.float32)))
-        assert y.dtype == np.float32 and np.isnan(float(y))
+        assert y.dtype == np.float32 and np.isnan(y.item())
     y.backward()
     assert x.grad.shape == (0, 3)
     assert np.isnan(cpu(np.zeros((2, 0))).mean(1).numpy()).all() and cpu(np.zeros((0, 3))).mean(1).shape == (0,)

@@ -147,11 +147,11 @@ def test_adafactor_default_epsilon1_is_the_groups_first_parameters():
 
 
 def test_adafactor_state_names_shapes_and_step_are_pytorchs():
-    params = [nn.Parameter(mf.ones(*s)) for s in [(3, 4), (5,), (), (2, 3, 4)]]
+    params = [nn.Parameter(mf.ones(s)) for s in [(3, 4), (5,), (), (2, 3, 4)]]
     opt = optim.Adafactor(params)
     for _ in range(2):
         for p in params:
-            p.grad = mf.ones(*p.shape)
+            p.grad = mf.ones(p.shape)
         opt.step()
     sd = opt.state_dict()
     shapes = {k: {name: tuple(v.shape) for name, v in s.items()} for k, s in sd["state"].items()}
@@ -318,10 +318,10 @@ def test_muon_state_and_param_groups_are_pytorchs(tmp_path):
 @pytest.mark.parametrize("shape", [(4,), (), (2, 3, 4)])
 def test_muon_refuses_parameters_that_are_not_matrices(shape):
     with pytest.raises(ValueError, match=r"Muon only supports 2D parameters .* size: \(" + ", ".join(map(str, shape))):
-        optim.Muon([nn.Parameter(mf.ones(3, 3)), nn.Parameter(mf.ones(*shape))])
+        optim.Muon([nn.Parameter(mf.ones(3, 3)), nn.Parameter(mf.ones(shape))])
     opt = optim.Muon([nn.Parameter(mf.ones(3, 3))])
     with pytest.raises(ValueError, match="Muon only supports 2D parameters"):
-        opt.add_param_group({"params": [nn.Parameter(mf.ones(*shape))]})
+        opt.add_param_group({"params": [nn.Parameter(mf.ones(shape))]})
     assert len(opt.param_groups) == 1
 
 

@@ -80,12 +80,12 @@ def _sum_rightmost(value, dim):
 
 def _standard_normal(shape, like):
     """Standard normal draws of ``shape`` in ``like``'s dtype and device, from minifused's generator."""
-    return ops.randn(*shape, dtype=like.dtype, device=like.device)
+    return ops.randn(tuple(shape), dtype=like.dtype, device=like.device)
 
 
 def _uniform(shape, like, low=0.0, high=1.0):
     """Uniform draws on [low, high) of ``shape`` in ``like``'s dtype and device, from minifused's generator."""
-    u = ops.rand(*shape, dtype=like.dtype, device=like.device)
+    u = ops.rand(tuple(shape), dtype=like.dtype, device=like.device)
     return u if (low, high) == (0.0, 1.0) else u * (high - low) + low
 
 

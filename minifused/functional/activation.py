@@ -277,7 +277,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     _act(op, input)
     from ..ops import rand
 
-    noise = rand(*input.shape, device=input.device, dtype=input.dtype)._data * (upper - lower) + lower
+    noise = rand(tuple(input.shape), device=input.device, dtype=input.dtype)._data * (upper - lower) + lower
     return _run(op, _A.RRelu, input, inplace, noise=noise)
 
 

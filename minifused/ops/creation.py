@@ -288,10 +288,10 @@ def _filled(fill, size, dtype, device, requires_grad):
     return _place(arr, None, dev, requires_grad)
 
 
-def _options(op, size, named):
+def _options(op, size, named, sized=True):
     """The size (positional, or PyTorch's ``size=`` keyword) and the keywords PyTorch's creation functions also
     take: ``layout`` / ``pin_memory`` (accepted: one layout; pinning is moot here), ``memory_format`` and ``out``
-    (applied by :func:`_finish`)."""
+    (applied by :func:`_finish`). ``sized``: a size must be given (an empty one is the 0-d shape)."""
     unknown = set(named) - {"size", "layout", "pin_memory", "memory_format", "out"}
     if unknown:
         raise InputTypeError(f"{op}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -299,6 +299,8 @@ def _options(op, size, named):
         if size:
             raise InputTypeError(f"{op}(): give the size positionally or as size=, not both")
         size = (named["size"],)
+    elif sized and not size:  # (a 0-d tensor is asked for by an empty size, () or [], as in PyTorch)
+        raise InputTypeError(f"{op}() missing 1 required positional argument: 'size'")
     return _shape(op, size)
 
 
@@ -445,7 +447,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     dev = backend.device(device)
     with backend.on_device(dev):
         arr = backend.xp(dev).arange(start, end, step, dtype=np.float64 if backend.is_floating(dtype) else np.int64)
-    _options("arange", (), named)
+    _options("arange", (), named, sized=False)
     return _finish(_place(arr, dtype, dev, requires_grad), named)
 
 
@@ -635,13 +637,13 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_gr
         shape = np.broadcast_shapes(tuple(getattr(mean, "shape", ())), tuple(getattr(std, "shape", ())))
         if isinstance(std, Tensor) and bool((std < 0).any()) or not isinstance(std, Tensor) and not std >= 0:
             raise InputError("normal: std must be >= 0")
-        z = randn(*shape, dtype=like.dtype, device=like.device)
+        z = randn(tuple(shape), dtype=like.dtype, device=like.device)
         return (z * std + mean).detach().requires_grad_(requires_grad)
     if size is None:
         raise InputTypeError("normal: with number mean and std, pass size (e.g. normal(0.0, 1.0, size=(2, 3)))")
     if not std >= 0:
         raise InputError(f"normal: std must be >= 0, got {std}")
-    z = randn(*_shape("normal", (size,)), dtype=dtype, device=device)
+    z = randn(_shape("normal", (size,)), dtype=dtype, device=device)
     return (z * float(std) + float(mean)).detach().requires_grad_(requires_grad)
 
 
@@ -661,7 +663,7 @@ def _bernoulli_draw(op, like, p, generator=None):
             raise InputError(f"{op} expects p to be in [0, 1], but got p={p}")
     else:
         raise InputTypeError(f"{op}: p must be a number or a tensor, got {type(p).__name__}")
-    u = rand(*like.shape, generator=generator, dtype=backend.float64, device=like.device)._data
+    u = rand(tuple(like.shape), generator=generator, dtype=backend.float64, device=like.device)._data
     return (u < prob).astype(like.dtype)
 
 

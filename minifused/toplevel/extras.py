@@ -134,7 +134,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     if sorted(order) != list(range(len(size))):
         raise RuntimeError(f"empty_permuted: physical_layout {list(order)} is not a permutation of the "
                            f"{len(size)} dimensions")
-    stored = ops.zeros(*[size[d] for d in order], dtype=dtype, device=device)
+    stored = ops.zeros([size[d] for d in order], dtype=dtype, device=device)
     out = Tensor._from_array(stored._data.transpose(tuple(int(i) for i in np.argsort(order))))
     return out.requires_grad_() if requires_grad else out
 

@@ -41,7 +41,7 @@ class _LegacyTensorType(type):
         if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
             return ops.zeros(*args, dtype=cls.dtype, device=where)  # a size
         if len(args) == 1 and isinstance(args[0], Size):  # FloatTensor(x.size()): a size too, as PyTorch's
-            return ops.zeros(*args[0], dtype=cls.dtype, device=where)
+            return ops.zeros(tuple(args[0]), dtype=cls.dtype, device=where)
         if len(args) != 1:
             raise InputTypeError(f"{name}(): expected a size (ints), one sequence of data or one tensor, got "
                                  f"{args!r}")
