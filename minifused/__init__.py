@@ -23,6 +23,8 @@ from .ops import abs, max, min, pow, sum  # noqa: A004,F401
 from .ops.shape import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format  # noqa: F401
 from . import functional
 from . import special  # noqa: E402 - torch.special
+from . import fft  # noqa: E402 - torch.fft
+from .fft import stft  # noqa: E402,F401 - torch.stft
 from . import testing
 from .graphs import CapturedStep, capture_step, compile  # noqa: A004 - torch.compile, accepted
 from . import amp  # noqa: E402 - mixed precision: GradScaler, autocast, the master-weights recipe
