@@ -297,7 +297,8 @@ def save(obj, f, format=None, metadata=None, *, pickle_module=None, pickle_proto
         return f
     path = os.fspath(f)
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
+    if not os.path.isdir(folder):  # (as PyTorch's save: a mistyped path creates no directories)
+        raise RuntimeError(f"save: parent directory {folder} does not exist (saving to {path!r})")
     # One temporary name per target: a save killed before its rename leaves it behind, and the next save
     # truncates and reuses it. Created by open(), it gets the mode the umask gives, as torch.save's files.
     tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp")

@@ -3,6 +3,7 @@ import argparse
 import io
 import json
 import os
+import re
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
@@ -132,6 +133,14 @@ def test_interrupted_write_keeps_previous_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert mf.load(path) == {"epoch": 1}
     assert os.listdir(tmp_path) == ["c.ckpt"]
+
+
+def test_save_into_a_missing_directory_raises_and_creates_nothing(tmp_path):
+    """As PyTorch's save: a mistyped folder is an error, not a new directory tree (it was made silently)."""
+    path = tmp_path / "no" / "such" / "c.ckpt"
+    with pytest.raises(RuntimeError, match="save: parent directory " + re.escape(str(tmp_path / "no" / "such")) + " does not exist"):
+        mf.save({"epoch": 1}, path)
+    assert os.listdir(tmp_path) == []
 
 
 def test_damaged_files(tmp_path):
