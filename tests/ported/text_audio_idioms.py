@@ -15,7 +15,8 @@ and on 1-D signals, the model picked by ``--arch``:
   from tensor ops;
 - ``wavenet``: causal dilated ``nn.Conv1d`` blocks on signals (``F.pad(x, (dilation * (k - 1), 0))`` then the
   convolution), the gated activation ``tanh * sigmoid``, residual and skip connections, ``BatchNorm1d``,
-  ``MaxPool1d`` and ``AdaptiveAvgPool1d(1)``.
+  ``MaxPool1d`` and ``AdaptiveAvgPool1d(1)``; ``--features spectrogram`` feeds it log power spectra instead
+  (``torch.stft(..., window=torch.hann_window(n_fft), return_complex=True).abs().pow(2)``), a channel per frequency.
 
 The text batches come from a ``DataLoader`` over a list of ``(label, tokens)`` pairs with a ``collate_fn``
 (``pad_sequence(batch_first=True)`` and the lengths, or the flat tokens and offsets); the signals from a
@@ -174,9 +175,10 @@ class GatedResidualBlock(nn.Module):
 
 
 class WaveNetClassifier(nn.Module):
-    def __init__(self, channels=16, skip_channels=32, kernel_size=2, dilations=(1, 2, 4, 8), num_class=4):
+    def __init__(self, in_channels=1, channels=16, skip_channels=32, kernel_size=2, dilations=(1, 2, 4, 8),
+                 num_class=4):
         super().__init__()
-        self.front = nn.Sequential(nn.Conv1d(1, channels, 3, padding=1, bias=False), nn.BatchNorm1d(channels),
+        self.front = nn.Sequential(nn.Conv1d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm1d(channels),
                                    nn.ReLU())
         self.blocks = nn.ModuleList([GatedResidualBlock(channels, skip_channels, kernel_size, d) for d in dilations])
         # no bias before a norm: it would subtract it again (and Adam would blow up its zero gradient's rounding)
@@ -209,12 +211,21 @@ def build(args, device, seed):
         data = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
         train = torch.utils.data.Subset(data, range(args.train_size))
         valid = torch.utils.data.Subset(data, range(args.train_size, len(data)))
-        model = WaveNetClassifier(num_class=CLASSES)
+        spectrogram = args.features == "spectrogram"
+        model = WaveNetClassifier(in_channels=args.n_fft // 2 + 1 if spectrogram else 1, num_class=CLASSES)
+        window = torch.hann_window(args.n_fft, device=device)
         collate = None
 
         def forward(batch):
             signals, labels = batch
-            return model(signals.to(device)), labels.to(device)
+            signals = signals.to(device)
+            if spectrogram:  # (B, 1, L) -> (B, n_fft // 2 + 1, frames)
+                spec = torch.stft(signals.squeeze(1), n_fft=args.n_fft, hop_length=args.n_fft // 4, window=window,
+                                  return_complex=True)
+                spec = torch.log1p(spec.abs().pow(2))  # log-compressed power: no blow-up of the empty bins
+                # each spectrogram standardized (its loud bands stay loud)
+                signals = (spec - spec.mean(dim=(1, 2), keepdim=True)) / (spec.std(dim=(1, 2), keepdim=True) + 1e-5)
+            return model(signals), labels.to(device)
         criterion = nn.CrossEntropyLoss()
     else:
         samples, tags = make_text(args.train_size + args.valid_size, seed=seed)
@@ -283,6 +294,8 @@ def parse_args(argv=None):
     p.add_argument("--attention", choices=("bmm", "einsum"), default="bmm", help="with --arch lstm")
     p.add_argument("--mask-value", choices=("-inf", "finfo"), default="-inf", help="with --arch lstm")
     p.add_argument("--pool", choices=("max_pool1d", "max"), default="max_pool1d", help="with --arch textcnn")
+    p.add_argument("--features", choices=("raw", "spectrogram"), default="raw", help="with --arch wavenet")
+    p.add_argument("--n-fft", type=int, default=32, help="with --features spectrogram")
     p.add_argument("--optimizer", choices=("adam", "rmsprop"), default="adam")
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--clip", type=float, default=0.5, help="largest gradient entry")
