@@ -487,6 +487,14 @@ def opmath_operands(op, a, b, floating=False):
     return (*(float_operands if floating else binary_operands)(op, a, b), None)
 
 
+def check_bools(op, **flags):
+    """PyTorch's bool arguments (``keepdim``, ``descending``, ``equal_nan`` ...): a bool, no other truthy value (a
+    string, a 1), refused as PyTorch's argument parser refuses it."""
+    for name, v in flags.items():
+        if not isinstance(v, (bool, np.bool_)):
+            raise InputTypeError(f"{op}(): argument '{name}' must be bool, not {type(v).__name__}")
+
+
 def normalize_axis(op, axis, ndim):
     """``axis`` (int, tuple or None) as a tuple of non-negative ints, checked against ``ndim``."""
     if axis is None:

@@ -15,7 +15,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function, is_grad_enabled, no_grad
 from ..tensor import Tensor
-from ._common import binary_operands, broadcast_shape, can_cast, normalize_axis
+from ._common import binary_operands, broadcast_shape, can_cast, check_bools, normalize_axis
 from ..backend import DtypeNotImplementedError, InputTypeError
 
 
@@ -136,6 +136,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False, *, _name="isc
     """|input - other| <= atol + rtol * |other| elementwise (equal infinities are close; NaNs only
     with ``equal_nan``). Both tensors must have one dtype, as in PyTorch."""
     _both_tensors(_name, input, other)
+    check_bools(_name, equal_nan=equal_nan)
     if input.dtype != other.dtype:
         raise RuntimeError(f"{_name}: input and other must have the same dtype, got {input.dtype} and {other.dtype}")
     _tolerances(_name, rtol, atol)
@@ -256,6 +257,7 @@ def nonzero(input, *, as_tuple=False):  # noqa: A002 - PyTorch's name
     """The indices of the nonzero elements: an (n, ndim) int64 tensor, or (``as_tuple``) one 1-D int64
     tensor per dimension (a 0-d input counts as 1-D there, as in PyTorch)."""
     _tensor_arg("nonzero", input)
+    check_bools("nonzero", as_tuple=as_tuple)
     if as_tuple:
         def per_dim(xp, x):
             return tuple(i.astype(np.int64) for i in xp.nonzero(x.reshape(-1) if x.ndim == 0 else x))

@@ -16,8 +16,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import (autocast_float32, autocast_float32_on_cuda, cast, dense, dense_results, leading_sum,
-                      normalize_axis, trailing_broadcast, trailing_sum)
+from ._common import (autocast_float32, autocast_float32_on_cuda, cast, check_bools, dense, dense_results,
+                      leading_sum, normalize_axis, trailing_broadcast, trailing_sum)
 from .elementwise import where, zero_linked
 from .shape import Reshape, cat
 from ..backend import InputError, InputTypeError
@@ -39,6 +39,7 @@ def _axes(op, dim, x, keepdim):
     """(x, axes, keepdim) with ``dim`` as a tuple of axes (None: every axis); an empty tuple means every
     dim, as in PyTorch's sum and mean. A 0-d tensor with a dim (0 or -1) becomes one element of 1-d reduced
     over axis 0: the array modules need no empty axis tuple."""
+    check_bools(op, keepdim=keepdim)
     axes = normalize_axis(op, dim, x.ndim)
     if axes is None:
         return x, None, keepdim
@@ -428,6 +429,7 @@ def amin(input, dim=None, keepdim=False):
 
 
 def _extreme_along(op, x, dim, keepdim, largest):
+    check_bools(op, keepdim=keepdim)
     axis = dim_index(op, dim, x.ndim)
     xp = x._xp
     if x.ndim == 0:  # the element itself, at index 0
@@ -472,6 +474,7 @@ def median(input, dim=None, keepdim=False):
     elements equal to it; ``median(x, dim)`` is ``(values, indices)`` along ``dim``, the gradient going to the
     element picked, as in PyTorch."""
     refuse_bool("median", input)
+    check_bools("median", keepdim=keepdim)
     if dim is None:
         xp = input._xp
         if input.numel() == 0 and backend.is_floating(input.dtype):
@@ -515,6 +518,8 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
     """var / std: PyTorch's ``unbiased`` or ``correction`` (default 1) resolved, then ``fn`` applied."""
     if unbiased is not None and correction is not None:
         raise InputError(f"{op}: give unbiased or correction, not both")
+    if unbiased is not None:
+        check_bools(op, unbiased=unbiased)
     if correction is None:
         correction = 1 if unbiased in (None, True) else 0
     if not backend.is_floating(x.dtype):
@@ -582,6 +587,7 @@ def aminmax(input, *, dim=None, keepdim=False):
 
 def _arg(op, x, dim, keepdim, largest):
     refuse_bool(op, x, RuntimeError)
+    check_bools(op, keepdim=keepdim)
     xp = x._xp
     fn = xp.argmax if largest else xp.argmin
     if dim is None:

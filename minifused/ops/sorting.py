@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor
-from ._common import autocast_float32, host_int, normalize_axis
+from ._common import autocast_float32, check_bools, host_int, normalize_axis
 from .elementwise import where
 from .index import Gather
 from .reduce import Evenly, refuse_bool
@@ -65,23 +65,16 @@ def _sorted(op, x, dim, descending):
     return Gather.apply(x, idx, axis), Tensor._from_array(idx)
 
 
-def _flags(op, **flags):
-    """PyTorch's bool arguments (``descending``, ``largest`` ...): a bool, no other truthy value (a string, a 1)."""
-    for name, v in flags.items():
-        if not isinstance(v, (bool, np.bool_)):
-            raise InputTypeError(f"{op}(): argument '{name}' must be bool, not {type(v).__name__}")
-
-
 def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002 - PyTorch's names
     """(values, indices) along ``dim``; always stable here (``stable`` is accepted for PyTorch's signature)."""
-    _flags("sort", descending=descending, stable=False if stable is None else stable)  # (its stable may be None)
+    check_bools("sort", descending=descending, stable=False if stable is None else stable)  # (its stable may be None)
     values, indices = _sorted("sort", input, dim, descending)
     return SortResult(values, indices)
 
 
 def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     _check("argsort", input)
-    _flags("argsort", descending=descending, stable=stable)
+    check_bools("argsort", descending=descending, stable=stable)
     if input.ndim == 0:
         _axis("argsort", input, dim)
         return Tensor._from_array(input._xp.zeros((), np.int64))
@@ -106,7 +99,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     """The ``k`` largest (smallest: ``largest=False``) entries along ``dim`` and their indices, in
     order (``sorted=False`` gives them in order too). Bool is refused, as PyTorch's CPU and CUDA kernels do."""
     _check("topk", input)
-    _flags("topk", largest=largest, sorted=sorted)
+    check_bools("topk", largest=largest, sorted=sorted)
     refuse_bool("topk", input, RuntimeError)
     axis = _axis("topk", input, dim)
     if input.ndim == 0:  # one entry: k is 1
@@ -121,6 +114,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     """The ``k``-th smallest entry (1-based) along ``dim`` and its index."""
     _check("kthvalue", input)
+    check_bools("kthvalue", keepdim=keepdim)
     refuse_bool("kthvalue", input)
     # (an empty dim: IndexError)
     axis = _nonempty_axis("kthvalue", input, dim) if input.ndim else _axis("kthvalue", input, dim)
@@ -165,6 +159,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     unspecified."""
     op = "mode"
     _check(op, input)
+    check_bools(op, keepdim=keepdim)
     if input.ndim == 0:
         _axis(op, input, dim)
         return _scalar_pick(ModeResult, input)
@@ -214,6 +209,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     ``dim=None`` (NaN for no element; the gradient shared among the elements equal to it, as PyTorch's), else
     ``(values, indices)`` along ``dim``, the gradient going to the element picked, as ``torch.nanmedian``."""
     op = "nanmedian"
+    check_bools(op, keepdim=keepdim)
     _check(op, input)
     refuse_bool(op, input)
     xp = input._xp
@@ -246,6 +242,7 @@ _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     _check(op, input)
+    check_bools(op, keepdim=keepdim)
     input, q = autocast_float32(input, q, devices=("cpu",))  # (both on PyTorch's cpu float32 list)
     if input.dtype not in (backend.float32, backend.float64):
         raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got {input.dtype}")
@@ -344,6 +341,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     distinct slices along ``dim``, in lexicographic order of the flattened slices (always sorted, as PyTorch's);
     ``return_inverse`` gives each slice's index among them (one per slice), ``return_counts`` how often each occurs."""
     _check("unique", input)
+    check_bools("unique", sorted=sorted, return_inverse=return_inverse, return_counts=return_counts)
     if dim is not None:
         return _unique_dim(input, dim, return_inverse, return_counts)
     xp = input._xp
@@ -478,6 +476,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     keep it sorted: the first such index, the last with ``right=True`` or ``side='right'``; int64 (int32 with
     ``out_int32``); ``sorter`` the indices that sort an unsorted sequence, as ``torch.searchsorted``."""
     op = "searchsorted"
+    check_bools(op, out_int32=out_int32, right=right)
     _check(op, sorted_sequence)
     if side is not None:
         if side not in ("left", "right"):
