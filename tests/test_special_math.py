@@ -152,6 +152,29 @@ def test_error_function_family():
     close(ms.entr(f64([0.0, 1.0, math.e, 0.5, -1.0, inf, nan])), [0, 0, -math.e, 0.5 * math.log(2), -inf, -inf, nan])
 
 
+
+def test_erf_erfc_match_math_on_a_grid_and_at_special_points():
+    # erf64 / erfc64 (mf.erf, mf.erfc, the exact GELU on the CPU) against math.erf / math.erfc element by element:
+    # a dense grid over [-30, 30], the switch points' neighbourhoods, and erfc's right tail down to its underflow
+    x = np.concatenate([np.linspace(-30, 30, 200001), np.linspace(0.46, 0.48, 2001), np.linspace(3.99, 4.01, 2001),
+                        np.linspace(4, 27.3, 20001), -np.geomspace(1e-300, 0.5, 601), np.geomspace(1e-300, 0.5, 601)])
+    want_erf, want_erfc = np.array([math.erf(v) for v in x]), np.array([math.erfc(v) for v in x])
+    got_erf, got_erfc = K.erf64(x), K.erfc64(x)
+    nonzero = want_erf != 0
+    assert np.max(np.abs(got_erf - want_erf)[nonzero] / np.abs(want_erf[nonzero])) <= 8e-16
+    normal = want_erfc >= np.finfo(np.float64).tiny
+    assert np.max(np.abs(got_erfc - want_erfc)[normal] / want_erfc[normal]) <= 1.5e-15
+    assert np.max(np.abs(got_erfc - want_erfc)[~normal]) <= 2e-323  # subnormal or 0: a few steps of 5e-324
+    special = np.array([0.0, -0.0, inf, -inf, nan, 5e-324, -5e-324, 1e-310, 1e300, -1e300, 26.5, 27.3, -30.0])
+    for fn, ref in ((K.erf64, math.erf), (K.erfc64, math.erfc), (lambda v: mf.erf(f64(v)).numpy(), math.erf),
+                    (lambda v: mf.erfc(f64(v)).numpy(), math.erfc)):
+        got, want = fn(special), np.array([ref(v) for v in special])
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))  # erf(-0.0) = -0.0
+    grid = np.linspace(-3, 3, 12).reshape(3, 4)  # any shape, 0-d included
+    assert K.erf64(grid).shape == (3, 4) and K.erfc64(np.array(0.5)).shape == ()
+    np.testing.assert_allclose(K.erf64(grid), np.vectorize(math.erf)(grid), rtol=1e-15)
+
 def test_special_function_gradients_at_special_points():
     """PyTorch's values: i1'(0) = i1e'(0) = 1/2, i0e'(0) = 0, entr'(0) = inf, ndtri'(1/2) = sqrt(2 pi), log_ndtr's
     gradient finite far into the left tail."""

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import backend
+from .special_math import erf64
 
 KERNEL_DIR = Path(__file__).resolve().parent
 
@@ -235,7 +236,6 @@ def has_wgmma(dev: int) -> bool:
 # GELU, PyTorch's definitions; activation.cuh has the same constants for the kernels.
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_CUBIC = 0.044715
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def gelu_ref(z, approximate="tanh"):
@@ -243,7 +243,7 @@ def gelu_ref(z, approximate="tanh"):
     z = np.asarray(z, dtype=np.float64)
     if approximate == "tanh":
         return 0.5 * z * (1.0 + np.tanh(GELU_C * (z + GELU_CUBIC * z ** 3)))
-    return 0.5 * z * (1.0 + _erf(z / math.sqrt(2.0)))
+    return 0.5 * z * (1.0 + erf64(z / math.sqrt(2.0)))
 
 
 def gelu_grad_ref(z, approximate="tanh"):
@@ -252,7 +252,7 @@ def gelu_grad_ref(z, approximate="tanh"):
     if approximate == "tanh":
         t = np.tanh(GELU_C * (z + GELU_CUBIC * z ** 3))
         return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * GELU_C * (1.0 + 3 * GELU_CUBIC * z * z)
-    cdf = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)))
+    cdf = 0.5 * (1.0 + erf64(z / math.sqrt(2.0)))
     return cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
 
 

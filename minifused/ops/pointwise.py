@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..kernels.special_math import erf64
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast,
                       check_integer_divisor, float_operands, promote_operands, unbroadcast, unbroadcast_graph)
@@ -31,8 +32,8 @@ def _xp(x):
 
 
 def _erf(xp, x):
-    if xp is np:  # NumPy has no erf: math.erf per element, in float64
-        return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+    if xp is np:  # NumPy has no erf: computed in float64
+        return erf64(x.astype(np.float64)).astype(x.dtype)
     import cupyx.scipy.special
 
     return cupyx.scipy.special.erf(x)
@@ -40,7 +41,7 @@ def _erf(xp, x):
 
 def _erfinv(xp, y):
     """The inverse error function: on the GPU CuPy's; on the CPU (no SciPy) Giles' single-precision
-    approximation refined by two Newton steps on math.erf, in float64 (+-inf at +-1, NaN beyond)."""
+    approximation refined by two Newton steps on erf, in float64 (+-inf at +-1, NaN beyond)."""
     if xp is not np:
         import cupyx.scipy.special
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..kernels.special_math import erfc64
 from ..tensor import Tensor
 from ._common import (binary_operands, cast, float_operands, normalize_axis, promote_operands, scalar_result_dtype,
                       shape_of, unbroadcast, unbroadcast_graph)
@@ -45,8 +46,8 @@ def _f32(fn):
 
 
 def _erfc(xp, x):
-    if xp is np:  # NumPy has no erfc: math.erfc per element in float64 (1 - erf would lose the tail)
-        return np.vectorize(math.erfc, otypes=[np.float64])(x).astype(x.dtype)
+    if xp is np:  # NumPy has no erfc: computed in float64 (1 - erf would lose the tail)
+        return erfc64(x.astype(np.float64)).astype(x.dtype)
     import cupyx.scipy.special
 
     return cupyx.scipy.special.erfc(x)
