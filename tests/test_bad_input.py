@@ -188,6 +188,8 @@ CASES = [
      "ModuleList: index -2 is out of range for 1 modules"),
     ("modulelist_index_str", lambda: nn.ModuleList([nn.ReLU()])["0"], TypeError,
      "ModuleList indices must be integers or slices, got str"),
+    ("modulelist_extend_module", lambda: nn.ModuleList().extend(nn.ReLU()), TypeError,
+     "ModuleList.extend should be called with an iterable, but got ReLU"),
     ("clip_norm_type_string", lambda: nn.utils.clip_grad_norm_(nn.Linear(2, 2).parameters(), 1.0, norm_type="fro"),
      ValueError, "norm_type must be a number \\(or 'inf'\\), got 'fro'"),
     ("clip_norm_type_none", lambda: nn.utils.clip_grad_norm_(nn.Linear(2, 2).parameters(), 1.0, norm_type=None),
@@ -421,6 +423,15 @@ def test_a_bad_hyper_parameter_in_a_later_group_cannot_half_update_a_step(name):
     with pytest.raises(TypeError, match="group entry 'lr' must be a number or a one-element tensor, got 'x'"):
         opt.step()
     _same(before, _snapshot(model, opt))
+
+
+@pytest.mark.parametrize("modules", [lambda: nn.ModuleList([nn.ReLU()]), lambda: nn.Sequential(nn.ReLU())])
+def test_extend_with_a_non_module_adds_none(modules):
+    """Every entry is checked before any is appended (the modules before the bad one were added)."""
+    modules = modules()
+    with pytest.raises(TypeError, match=f"{type(modules).__name__}.extend: int is not a Module"):
+        modules.extend([nn.Tanh(), 3])
+    assert [type(m) for m in modules] == [nn.ReLU]
 
 
 def test_wrong_gradient_cannot_half_update_a_step():

@@ -92,6 +92,14 @@ class _ModuleSequence(Module):
         return self
 
     def extend(self, modules):
+        """``modules`` appended in order; all checked first, so that a bad one adds none."""
+        if not isinstance(modules, collections.abc.Iterable):
+            raise InputTypeError(f"{type(self).__name__}.extend should be called with an iterable, but got "
+                                 f"{type(modules).__name__}")
+        modules = list(modules)
+        for m in modules:
+            if m is not None and not isinstance(m, Module):
+                raise InputTypeError(f"{type(self).__name__}.extend: {type(m).__name__} is not a Module")
         for m in modules:
             self.append(m)
         return self
