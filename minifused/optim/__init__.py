@@ -1,5 +1,5 @@
-"""Optimizers on fused update kernels (``minifused.kernels.optim``, ``optim_adaptive``, ``optim_extra``), Adafactor and
-Muon on array operations, L-BFGS, and LR schedulers."""
+"""Optimizers on fused update kernels (``minifused.kernels.optim``, ``optim_adaptive``, ``optim_extra``), Adafactor,
+Muon and SparseAdam on array operations, L-BFGS, and LR schedulers."""
 from . import lr_scheduler, swa_utils  # noqa: F401
 from .adadelta import Adadelta  # noqa: F401
 from .adafactor import Adafactor  # noqa: F401
@@ -13,3 +13,4 @@ from .optimizer import Optimizer  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401
 from .rprop import Rprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
+from .sparse_adam import SparseAdam  # noqa: F401
