@@ -395,7 +395,7 @@ def i1e(x):
 
 # ---------------------------------------------------------------- the error-function family
 # erf and erfc: W. J. Cody's rational Chebyshev approximations ("Rational Chebyshev approximations for the error
-# function", Math. Comp. 23 (1969) 631-637), relative error below 1e-17 in exact arithmetic; the coefficients in
+# function", Math. Comp. 23 (1969) 631-637), relative error a few 1e-17 in exact arithmetic; the coefficients in
 # ascending powers. |x| <= 0.46875: erf(x) = x P(x**2) / Q(x**2); 0.46875 < x <= 4: erfc(x) = exp(-x**2) P(x) /
 # Q(x); x > 4: erfc(x) = exp(-x**2) / x (1/sqrt(pi) - z P(z) / Q(z)), z = 1 / x**2.
 _ERF_SPLIT = 0.46875
