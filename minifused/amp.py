@@ -86,7 +86,7 @@ class autocast:  # noqa: N801 - PyTorch's name
         if colon and base in _AUTOCAST_DEFAULTS and index.isdigit():  # ('cuda:0', str(device): PyTorch's takes it)
             device_type = base
         if device_type not in _AUTOCAST_DEFAULTS:
-            raise ValueError(f"autocast: device_type must be 'cuda' or 'cpu', got {device_type!r}")
+            raise backend.InputError(f"autocast: device_type must be 'cuda' or 'cpu', got {device_type!r}")
         dtype = get_autocast_dtype(device_type) if dtype is None else backend.as_dtype(dtype)
         if not isinstance(enabled, bool):
             raise TypeError(f"autocast: enabled must be a bool, got {enabled!r}")
@@ -147,7 +147,7 @@ def get_autocast_dtype(device_type):
     """The dtype the innermost autocast region on ``device_type`` names, on or off (its default when there is
     none), as ``torch.get_autocast_dtype``."""
     if device_type not in _AUTOCAST_DEFAULTS:
-        raise ValueError(f"get_autocast_dtype: device_type must be 'cuda' or 'cpu', got {device_type!r}")
+        raise backend.InputError(f"get_autocast_dtype: device_type must be 'cuda' or 'cpu', got {device_type!r}")
     return backend.autocast_set_dtypes().get(device_type, _AUTOCAST_DEFAULTS[device_type])
 
 
@@ -283,7 +283,7 @@ def _check_device_type(what, device_type):
     if not isinstance(device_type, str):
         raise ValueError(f"{what}: expected `device_type` of type `str`, got: `{type(device_type).__name__}`")
     if device_type not in _AUTOCAST_DEFAULTS:
-        raise ValueError(f"{what}: device_type must be 'cuda' or 'cpu', got {device_type!r}")
+        raise backend.InputError(f"{what}: device_type must be 'cuda' or 'cpu', got {device_type!r}")
 
 
 def _cast_value(value, device_type, dtype):

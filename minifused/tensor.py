@@ -22,7 +22,7 @@ import numpy as np
 
 from . import autograd, backend
 from .kernels import c_contiguous, empty_like_layout, is_channels_last
-from .backend import InputError, InputTypeError
+from .backend import DtypeNotImplementedError, InputError, InputTypeError
 
 
 class Size(tuple):
@@ -600,7 +600,7 @@ class Tensor:
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
         a, b = _float_arg("uniform_", "from", a), _float_arg("uniform_", "to", b)
         if not backend.is_floating(self.dtype):
-            raise InputTypeError(f"uniform_: expected a floating-point tensor, got {self.dtype}")
+            raise DtypeNotImplementedError(f"uniform_: expected a floating-point tensor, got {self.dtype}")
         top = float(ml_dtypes.finfo(self.dtype).max)  # (PyTorch's bounds: the dtype's finite range, and its span)
         c_name = _C_FLOAT_NAMES.get(np.dtype(self.dtype).name, np.dtype(self.dtype).name)
         for name, v in (("from", a), ("to", b)):
@@ -644,7 +644,7 @@ class Tensor:
     def _draw_(self, op, draw, *, floating=True, generator=None):
         """``self`` filled in place with ``draw(gen, shape)``, drawn by the device's generator."""
         if floating and not backend.is_floating(self.dtype):
-            raise InputTypeError(f"{op}: expected a floating-point tensor, got {self.dtype}")
+            raise DtypeNotImplementedError(f"{op}: expected a floating-point tensor, got {self.dtype}")
         gen = backend.generator(self.device, generator, op)
         return self._write_(op, lambda out: out.__setitem__(Ellipsis, draw(gen, out.shape).astype(out.dtype)))
 
@@ -675,7 +675,7 @@ class Tensor:
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         mean, std = _float_arg("normal_", "mean", mean), _float_arg("normal_", "std", std)
         if not backend.is_floating(self.dtype):
-            raise InputTypeError(f"normal_: expected a floating-point tensor, got {self.dtype}")
+            raise DtypeNotImplementedError(f"normal_: expected a floating-point tensor, got {self.dtype}")
         if not std >= 0:
             raise InputError(f"normal_: std must be >= 0, got {std}")
         gen = backend.generator(self.device, generator, "normal_")

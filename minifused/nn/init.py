@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import no_grad
-from ..backend import InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 from ..kernels.special_math import ndtri
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
@@ -105,7 +105,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if not a < b or std < 0:
         raise InputError(f"trunc_normal_: expected a < b and std >= 0, got a={a}, b={b}, std={std}")
     if not backend.is_floating(tensor.dtype):
-        raise InputTypeError(f"trunc_normal_: expected a floating-point tensor, got {tensor.dtype}")
+        raise DtypeNotImplementedError(f"trunc_normal_: expected a floating-point tensor, got {tensor.dtype}")
     if mean < a - 2 * std or mean > b + 2 * std:  # PyTorch's warning (its draw is exact there too, as this one)
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
                       "be incorrect.", stacklevel=2)
@@ -181,7 +181,7 @@ def orthogonal_(tensor, gain=1.0, generator=None):
     if tensor.numel() == 0:
         return tensor
     if not backend.is_floating(tensor.dtype):  # PyTorch's normal_ draw refuses it; the QR's floats would truncate
-        raise InputTypeError(f"orthogonal_: expected a floating-point tensor, got {tensor.dtype}")
+        raise DtypeNotImplementedError(f"orthogonal_: expected a floating-point tensor, got {tensor.dtype}")
     data = tensor._data
     xp = backend.array_module(data)
     rows, cols = data.shape[0], data.size // data.shape[0]
