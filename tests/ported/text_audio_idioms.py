@@ -2,7 +2,8 @@
 and on 1-D signals, the model picked by ``--arch``:
 
 - ``bag``: ``nn.EmbeddingBag(mode="mean")`` fed the batch's tokens flat with their offsets (the text-classification
-  tutorial's ``collate_fn``: ``torch.tensor(offsets[:-1]).cumsum(dim=0)``), then a ``Linear``;
+  tutorial's ``collate_fn``: ``torch.tensor(offsets[:-1]).cumsum(dim=0)``), then a ``Linear``; with ``--sparse``
+  the bag's ``sparse=True`` gradients go to a ``SparseAdam`` of their own, the rest to the dense optimizer;
 - ``lstm``: ``nn.Embedding(padding_idx=0)`` and a bidirectional two-layer ``nn.LSTM(batch_first=True)`` over
   ``pack_padded_sequence(..., lengths.cpu(), batch_first=True, enforce_sorted=False)``, ``pad_packed_sequence``
   back; attention pooling (a ``Linear`` score, the padding ``masked_fill``-ed with ``-inf`` or
@@ -98,9 +99,9 @@ def collate_offsets(batch):
 
 
 class TextClassificationModel(nn.Module):
-    def __init__(self, vocab_size, embed_dim, num_class):
+    def __init__(self, vocab_size, embed_dim, num_class, sparse=False):
         super().__init__()
-        self.embedding = nn.EmbeddingBag(vocab_size, embed_dim, mode="mean")
+        self.embedding = nn.EmbeddingBag(vocab_size, embed_dim, mode="mean", sparse=sparse)
         self.fc = nn.Linear(embed_dim, num_class)
         self.init_weights()
 
@@ -234,7 +235,7 @@ def build(args, device, seed):
         train, valid = samples[:args.train_size], samples[args.train_size:]
         collate = collate_offsets if args.arch == "bag" else collate_padded
         if args.arch == "bag":
-            model = TextClassificationModel(VOCAB, args.embed_dim, CLASSES)
+            model = TextClassificationModel(VOCAB, args.embed_dim, CLASSES, sparse=args.sparse)
         elif args.arch == "lstm":
             model = AttentionLSTM(VOCAB, args.embed_dim, args.hidden, CLASSES, dropout=args.dropout,
                                   attention=args.attention, mask_value=args.mask_value)
@@ -297,6 +298,7 @@ def parse_args(argv=None):
     p.add_argument("--features", choices=("raw", "spectrogram"), default="raw", help="with --arch wavenet")
     p.add_argument("--n-fft", type=int, default=32, help="with --features spectrogram")
     p.add_argument("--optimizer", choices=("adam", "rmsprop"), default="adam")
+    p.add_argument("--sparse", action="store_true", help="with --arch bag: sparse embedding gradients, SparseAdam")
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--clip", type=float, default=0.5, help="largest gradient entry")
     p.add_argument("--eval-every", type=int, default=4)
@@ -314,11 +316,19 @@ def main(argv=None, init=None):
     model, criterion, forward, train_loader, valid_loader = build(args, device, args.seed)
     if init is not None:
         init("model", dict(model.named_parameters()))
-    if args.optimizer == "adam":
-        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    optimizers = []
+    if args.sparse:  # the embedding's sparse gradients to an optimizer that takes them, the rest as usual
+        sparse_params = list(model.embedding.parameters())
+        optimizers.append(torch.optim.SparseAdam(sparse_params, lr=args.lr))
+        dense_params = [p for name, p in model.named_parameters() if not name.startswith("embedding.")]
     else:
-        optimizer = torch.optim.RMSprop(model.parameters(), lr=args.lr, alpha=0.9)
-    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5, patience=0)
+        dense_params = list(model.parameters())
+    if args.optimizer == "adam":
+        optimizers.append(torch.optim.Adam(dense_params, lr=args.lr))
+    else:
+        optimizers.append(torch.optim.RMSprop(dense_params, lr=args.lr, alpha=0.9))
+    schedulers = [torch.optim.lr_scheduler.ReduceLROnPlateau(o, mode="min", factor=0.5, patience=0)
+                  for o in optimizers]
     multilabel = args.arch == "textcnn"
 
     losses, step = [], 0
@@ -329,19 +339,22 @@ def main(argv=None, init=None):
                 break
             logits, targets = forward(batch)
             loss = criterion(logits, targets)
-            optimizer.zero_grad()
+            for optimizer in optimizers:
+                optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_value_(model.parameters(), clip_value=args.clip)
-            optimizer.step()
+            torch.nn.utils.clip_grad_value_(dense_params, clip_value=args.clip)  # (sparse gradients cannot be)
+            for optimizer in optimizers:
+                optimizer.step()
             losses.append(loss.item())
             step += 1
             if step % args.eval_every == 0:
                 val_loss, _ = evaluate(model, criterion, forward, valid_loader, multilabel)
-                scheduler.step(val_loss)
+                for scheduler in schedulers:
+                    scheduler.step(val_loss)
     val_loss, score = evaluate(model, criterion, forward, valid_loader, multilabel)
     assert math.isfinite(val_loss)
     print(f"{args.arch}: validation loss {val_loss:.3f}, {'F1' if multilabel else 'accuracy'} {score:.2f}, "
-          f"lr {optimizer.param_groups[0]['lr']:.1e}")
+          f"lr {optimizers[-1].param_groups[0]['lr']:.1e}")
     return losses
 
 
