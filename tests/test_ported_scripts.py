@@ -24,7 +24,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "siamese_idioms", "distillation_idioms", "gcn_idioms", "zoo_classifiers[resnext]",
            "zoo_classifiers[mobilenetv3]", "zoo_classifiers[densenet]", "zoo_classifiers[resnet50]",
            "zoo_unet[transpose]", "vit_idioms[encoder]", "vit_idioms[einsum]", "vit_idioms[sdpa]", "vit_idioms[mixer]",
-           "infra_idioms")
+           "infra_idioms", "text_audio_idioms[bag]", "text_audio_idioms[lstm]", "text_audio_idioms[textcnn]",
+           "text_audio_idioms[wavenet]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -128,6 +129,13 @@ CPU_ARGS = {
     "vit_idioms[mixer]": ["--arch", "mixer", "--lr", "0.01", "--simclr", "--steps", "15", "--seed", "0"],
     "infra_idioms": ["--steps", "16", "--amp", "--sampler", "weighted", "--random-split", "--dropout", "0.1", "--seed",
                      "0"],
+    "text_audio_idioms[bag]": ["--arch", "bag", "--optimizer", "rmsprop", "--lr", "0.05", "--steps", "20", "--seed",
+                               "0"],
+    "text_audio_idioms[lstm]": ["--arch", "lstm", "--attention", "einsum", "--mask-value", "finfo", "--lr", "0.02",
+                                "--steps", "16", "--seed", "0"],
+    "text_audio_idioms[textcnn]": ["--arch", "textcnn", "--pool", "max", "--embed-dim", "32", "--batch-size", "32",
+                                   "--lr", "0.05", "--steps", "30", "--seed", "0"],
+    "text_audio_idioms[wavenet]": ["--arch", "wavenet", "--features", "spectrogram", "--steps", "16", "--seed", "0"],
 }
 
 
@@ -213,6 +221,15 @@ PARITY_ARGS = {
     "vit_idioms[mixer]": ["--arch", "mixer", "--lr", "0.01", "--simclr", "--dropout", "0", "--steps",
                           str(PARITY_STEPS), "--seed", "3"],
     "infra_idioms": ["--steps", str(PARITY_STEPS), "--seed", "3"],
+    "text_audio_idioms[bag]": ["--arch", "bag", "--sparse", "--lr", "0.05", "--no-shuffle", "--steps",
+                               str(PARITY_STEPS), "--seed", "3"],
+    "text_audio_idioms[lstm]": ["--arch", "lstm", "--lr", "0.02", "--dropout", "0", "--no-shuffle", "--steps",
+                                str(PARITY_STEPS), "--seed", "3"],
+    "text_audio_idioms[textcnn]": ["--arch", "textcnn", "--embed-dim", "32", "--batch-size", "32", "--lr", "0.05",
+                                   "--dropout", "0", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    # raw signals: the spectrogram features' run leaves the band by step 17 (rounding amplified at lr 5e-3)
+    "text_audio_idioms[wavenet]": ["--arch", "wavenet", "--lr", "5e-3", "--no-shuffle", "--steps", str(PARITY_STEPS),
+                                   "--seed", "3"],
 }
 
 
