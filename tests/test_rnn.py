@@ -319,6 +319,19 @@ def test_pad_sequence():
         R.pad_sequence(seqs, padding_side="middle")
 
 
+@pytest.mark.gpu
+def test_packed_batch_sizes_and_padded_lengths_stay_on_the_cpu_for_a_cuda_input():
+    """PyTorch keeps batch_sizes and pad_packed_sequence's lengths on the CPU whatever the data's device (an LSTM
+    reads them on the host); the default device must not move them."""
+    x = mf.arange(4 * 3 * 2, dtype=mf.float32, device="cuda").reshape(4, 3, 2)
+    with mf.device("cuda"):  # (the default device, whatever MINIFUSED_DEVICE says)
+        packed = R.pack_padded_sequence(x, mf.tensor([2, 4, 1]), enforce_sorted=False)
+        out, lens = R.pad_packed_sequence(packed)
+    assert packed.batch_sizes.device.type == "cpu" and packed.batch_sizes.tolist() == [3, 2, 1, 1]
+    assert packed.data.device.type == "cuda" and packed.sorted_indices.device.type == "cuda"
+    assert lens.device.type == "cpu" and lens.tolist() == [2, 4, 1] and out.device.type == "cuda"
+
+
 def test_pack_and_pad_roundtrip():
     x = t(np.arange(4 * 5 * 2).reshape(4, 5, 2), True)
     lengths = [2, 4, 3, 1, 2]

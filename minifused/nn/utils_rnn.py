@@ -131,7 +131,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     sizes = _batch_sizes(lengths, int(lengths[0]) if lengths.size else 0)
     x = input.transpose(0, 1) if batch_first else input
     data = cat([x[t, :int(bs)] for t, bs in enumerate(sizes)], 0)
-    return PackedSequence(data, as_tensor(sizes), sorted_indices, None)
+    return PackedSequence(data, as_tensor(sizes, device="cpu"), sorted_indices, None)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
@@ -161,7 +161,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         unsorted = sequence.unsorted_indices
         padded = padded.index_select(0 if batch_first else 1, unsorted)
         lengths = lengths[_host_ints(unsorted)]
-    return padded, as_tensor(lengths)
+    return padded, as_tensor(lengths, device="cpu")
 
 
 def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
