@@ -173,8 +173,19 @@ class Device:
             return f"device(type='{self.type}')"
         return f"device(type='{self.type}', index={self.index})"
 
+    def __enter__(self):
+        """``with device('cuda'):`` makes this device the default of tensors made inside the block without
+        ``device=`` (in this thread), as PyTorch's device context does; blocks nest."""
+        _device_blocks.__dict__.setdefault("stack", []).append(device(self))
+        return self
+
+    def __exit__(self, *exc):
+        _device_blocks.stack.pop()
+        return False
+
 
 CPU = Device("cpu")
+_device_blocks = threading.local()  # the devices of the enclosing ``with device(...)`` blocks, innermost last
 
 
 @functools.cache
@@ -207,8 +218,10 @@ def _env_default_device() -> Device:
 
 
 def default_device() -> Device:
-    """``cuda`` when a CUDA device is usable, else ``cpu``; ``MINIFUSED_DEVICE`` overrides."""
-    return _env_default_device()
+    """The innermost ``with device(...)`` block's device, else ``cuda`` when a CUDA device is usable, else ``cpu``;
+    ``MINIFUSED_DEVICE`` overrides the latter two."""
+    stack = getattr(_device_blocks, "stack", None)
+    return stack[-1] if stack else _env_default_device()
 
 
 def xp(dev: Device):

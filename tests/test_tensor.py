@@ -121,6 +121,38 @@ def test_default_device_env_override():
     assert out.stdout.split() == ["cpu", "cpu"]
 
 
+def test_device_block_makes_the_default_device_and_nests():
+    """``with mf.device(...)``: the default device inside (PyTorch's device context), restored on leaving,
+    innermost block first; a device that cannot be used is refused on entry, leaving the default as it was."""
+    import threading
+
+    outside = mf.get_default_device()
+    with mf.device("cpu") as dev:
+        assert dev == "cpu" and mf.get_default_device() == "cpu" and mf.zeros(1).device == "cpu"
+        with mf.device("cpu"):
+            assert mf.randn(2).device == "cpu"
+        seen = []  # another thread keeps its own default
+        worker = threading.Thread(target=lambda: seen.append(mf.get_default_device()))
+        worker.start()
+        worker.join()
+        assert seen == [outside]
+    assert mf.get_default_device() == outside
+    if not mf.cuda_available():
+        with pytest.raises(RuntimeError, match="no usable CUDA device"):
+            with mf.device("cuda"):
+                pass
+        assert mf.get_default_device() == outside
+
+
+@pytest.mark.gpu
+def test_device_block_moves_the_default_between_cpu_and_cuda():
+    with mf.device("cuda"):
+        assert mf.zeros(2).device == "cuda:0"
+        with mf.device("cpu"):
+            assert mf.ones(2).device == "cpu"
+        assert mf.empty(2).device == "cuda:0"
+
+
 @pytest.mark.skipif(mf.cuda_available(), reason="only meaningful without a GPU")
 def test_cuda_request_without_gpu_is_clear():
     with pytest.raises(RuntimeError, match="no usable CUDA device"):
