@@ -191,7 +191,8 @@ def save(state, step, buffer):
 
 def resume(buffer, args, device):
     buffer.seek(0)
-    ckpt = torch.load(buffer, map_location=device, weights_only=True)
+    # each tensor back on the device it was saved from: the generators' states on the CPU, as set_rng_state wants
+    ckpt = torch.load(buffer, weights_only=True)
     state = build(args, device)
     model, ema_model, swa_model, optimizer, scheduler = state
     if ckpt["step"] > args.unfreeze_at:  # the optimizer had the stem's group: the new one needs it to load
