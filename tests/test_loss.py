@@ -550,3 +550,16 @@ def test_multi_margin_label_out_of_range_is_pytorchs_runtime_error():
     with pytest.raises(RuntimeError, match="multi_margin_loss: target out of range for 4 classes") as e:
         F.multi_margin_loss(cpu(np.zeros((3, 4), np.float32)), mf.tensor([0, 1, 4]))
     assert isinstance(e.value, IndexError)
+
+
+def test_class_weight_of_another_dtype_refused():
+    """PyTorch's class-index losses refuse a weight not of the input's dtype ("expected scalar type Float but
+    found Double") rather than casting it; the class-probability cross-entropy still promotes (above)."""
+    x, t = mf.zeros(2, 3), mf.tensor([0, 1])
+    w64 = mf.ones(3, dtype=mf.float64)
+    for call in (lambda: F.cross_entropy(x, t, weight=w64), lambda: F.nll_loss(x, t, weight=w64),
+                 lambda: F.cross_entropy(x.double(), t, weight=mf.ones(3)),
+                 lambda: F.multi_margin_loss(x, t, weight=w64)):
+        with pytest.raises(RuntimeError, match="expected weight of the input's dtype"):
+            call()
+    np.testing.assert_allclose(F.cross_entropy(x.double(), t, weight=w64).item(), np.log(3), rtol=1e-12)

@@ -466,8 +466,8 @@ def _class_rows(op, input, target, weight, ignore_index, reduction):
     c = input.shape[0] if input.ndim == 1 else input.shape[1]
     if weight is not None:
         _check_class_weight(op, input, weight, c)
-        if weight.dtype != input.dtype:  # (another float width is cast; PyTorch refuses it)
-            weight = _cast(weight, input.dtype)
+        if weight.dtype != input.dtype:  # (PyTorch's kernels refuse another float width too)
+            raise InputTypeError(f"{op}: expected weight of the input's dtype {input.dtype}, got {weight.dtype}")
     if target.device.type == "cpu" and target.numel():
         from ..kernels.softmax import _check_labels_host
         _check_labels_host(target._data.reshape(-1), c, ignore_index, op)

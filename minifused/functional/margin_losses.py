@@ -173,6 +173,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     c = input.shape[-1] if input.ndim else 1
     if weight is not None and weight.shape[0] != c:
         raise InputError(f"{op}: inconsistent weight size, expected {c} (one per class) but got {list(weight.shape)}")
+    if weight is not None and weight.dtype != input.dtype:  # (PyTorch's kernel refuses another dtype)
+        raise InputTypeError(f"{op}: expected weight of the input's dtype {input.dtype}, got {weight.dtype}")
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     x = input if input.ndim == 2 else input.reshape(1, -1)
