@@ -92,7 +92,7 @@ def test_layer_norm_gradcheck(affine, rng):
 def test_rms_norm_gradcheck(rng):
     x = cpu(rng.standard_normal((4, 6)), requires_grad=True)
     w = cpu(rng.standard_normal(6), requires_grad=True)
-    assert gradcheck(lambda a, b: F.rms_norm(a, 6, b, eps=1e-3), [x, w])
+    assert gradcheck(lambda a, b: F.rms_norm(a, (6,), b, eps=1e-3), [x, w])
     assert gradcheck(lambda a: F.rms_norm(a, [6]), [x])
 
 
@@ -148,7 +148,7 @@ def test_float32_parameters_of_a_16_bit_input(device, dtype, rms, rng):
     dy = rng.standard_normal((12, 32)).astype(dt)
     xt = mf.tensor(x, device=device).requires_grad_(True)
     wt, bt = (mf.tensor(a, device=device).requires_grad_(True) for a in (w, b))
-    y = F.rms_norm(xt, 32, wt, eps=1e-5) if rms else F.layer_norm(xt, 32, wt, bt)
+    y = F.rms_norm(xt, (32,), wt, eps=1e-5) if rms else F.layer_norm(xt, (32,), wt, bt)
     (y * mf.tensor(dy, device=device)).sum().backward()
     assert y.dtype == xt.grad.dtype == dt and wt.grad.dtype == np.float32
     tol = TOL[dt]
@@ -161,24 +161,24 @@ def test_float32_parameters_of_a_16_bit_input(device, dtype, rms, rng):
     if not rms:
         np.testing.assert_allclose(bt.grad.cpu().numpy(), db, rtol=tol, atol=tol * np.abs(db).max())
         with pytest.raises(TypeError, match="layer_norm: weight and bias must share one dtype"):
-            F.layer_norm(xt, 32, wt, bt.to(dt))
+            F.layer_norm(xt, (32,), wt, bt.to(dt))
     if rms:  # (PyTorch's rms_norm takes a weight of any floating dtype, the result in x's dtype; its cpu path warns)
         if xt.device.type == "cpu":
             with pytest.warns(UserWarning, match="rms_norm: mismatch dtype between input and weight"):
-                assert F.rms_norm(xt.float(), 32, wt.to(dt)).dtype == np.float32
+                assert F.rms_norm(xt.float(), (32,), wt.to(dt)).dtype == np.float32
         else:
-            assert F.rms_norm(xt.float(), 32, wt.to(dt)).dtype == np.float32
+            assert F.rms_norm(xt.float(), (32,), wt.to(dt)).dtype == np.float32
         return
     with pytest.raises(TypeError, match=r"weight dtype .* differs from input dtype float32 \(the input's dtype, "
                                         r"or float32 with a 16-bit input"):
-        F.layer_norm(xt.float(), 32, wt.to(dt))
+        F.layer_norm(xt.float(), (32,), wt.to(dt))
 
 
 def test_only_some_grads(rng):
     x = cpu(rng.standard_normal((5, 8)))
     w = cpu(rng.standard_normal(8), requires_grad=True)
     b = cpu(rng.standard_normal(8))
-    F.layer_norm(x, 8, w, b).sum().backward()
+    F.layer_norm(x, (8,), w, b).sum().backward()
     ref = ln64_grads(x.numpy(), w.numpy(), np.ones((5, 8)), 1e-5)[1]
     np.testing.assert_allclose(w.grad.numpy(), ref, rtol=1e-10, atol=1e-12)
     assert x.grad is None and b.grad is None
@@ -197,15 +197,31 @@ def test_layer_norm_forward_values(rng):
 def test_bad_arguments(rng):
     x = cpu(rng.standard_normal((4, 6)).astype(np.float32))
     with pytest.raises(ValueError, match="layer_norm.*normalized_shape"):
-        F.layer_norm(x, 5)
+        F.layer_norm(x, (5,))
     with pytest.raises(ValueError, match="trailing"):
         F.layer_norm(x, (4, 5))
     with pytest.raises(ValueError, match="weight must have shape"):
-        F.layer_norm(x, 6, mf.ones(5, device="cpu"))
+        F.layer_norm(x, (6,), mf.ones(5, device="cpu"))
     with pytest.raises(TypeError, match="dtype"):
-        F.layer_norm(x, 6, mf.ones(6, dtype="float64", device="cpu"))
+        F.layer_norm(x, (6,), mf.ones(6, dtype="float64", device="cpu"))
     with pytest.raises(TypeError, match="rms_norm"):
-        F.rms_norm(cpu(np.ones((2, 2), np.int32)), 2)
+        F.rms_norm(cpu(np.ones((2, 2), np.int32)), (2,))
+
+
+def test_functional_normalized_shape_is_a_sequence(rng):
+    """PyTorch's F.layer_norm / F.rms_norm take a tuple or list of ints only (an int raises TypeError); the
+    modules take an int."""
+    x = cpu(rng.standard_normal((4, 6)).astype(np.float32))
+    for shape in (6, 6.0, range(6, 7)):
+        with pytest.raises(TypeError, match="layer_norm: normalized_shape must be a tuple or list of ints"):
+            F.layer_norm(x, shape)
+    with pytest.raises(TypeError, match="rms_norm: normalized_shape must be a tuple or list"):
+        F.rms_norm(x, 6)
+    xd = x.numpy().astype(np.float64)
+    want = (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(nn.LayerNorm(6, device="cpu")(x).detach().numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(nn.RMSNorm(6, device="cpu")(x).detach().numpy(),
+                               F.rms_norm(x, [6]).numpy(), rtol=0, atol=0)
 
 
 def test_modules():

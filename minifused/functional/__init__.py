@@ -256,8 +256,9 @@ def _check_norm_args(op, input, normalized_shape, params, wide=False):
     parameters of a 16-bit input are taken too (PyTorch's mixed precision; see :func:`_wide_params`)."""
     if not isinstance(input, _Tensor):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
-    if isinstance(normalized_shape, _numbers.Integral):
-        normalized_shape = (int(normalized_shape),)
+    if not isinstance(normalized_shape, (tuple, list)):  # (an int too, as PyTorch's; the modules take one)
+        raise InputTypeError(f"{op}: normalized_shape must be a tuple or list of ints, got "
+                             f"{type(normalized_shape).__name__}")
     normalized_shape = tuple(map(int, normalized_shape))
     k = len(normalized_shape)
     data = input._data
