@@ -437,7 +437,7 @@ def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     (lambda o: S.ChainedScheduler([S.ExponentialLR(o, 0.9), object()]), TypeError, "not a scheduler"),
     # arguments PyTorch's take and fail on at a later step (a modulo by zero, a string's TypeError, None * lr)
     (lambda o: S.ChainedScheduler([1]), TypeError, r"schedulers\[0\] is a int, not a scheduler"),
-    (lambda o: S.StepLR(o, 0), ValueError, "StepLR: expected a positive number step_size, got 0"),
+    (lambda o: S.StepLR(o, -1), ValueError, "StepLR: expected a positive number step_size, got -1"),
     (lambda o: S.StepLR(o, "3"), TypeError, "StepLR: expected a positive number step_size, got '3'"),
     (lambda o: S.CosineAnnealingLR(o, 0), ValueError, "CosineAnnealingLR: expected a positive number T_max, got 0"),
     (lambda o: S.CosineAnnealingLR(o, None), TypeError, "CosineAnnealingLR: expected a positive number T_max"),
@@ -672,3 +672,17 @@ def test_constant_lr_undoes_its_factor_with_pytorchs_rounding():
         opt.step()
         sched.step()
     assert sched.get_last_lr() == [0.9 * 0.1 * (1.0 / 0.1)] and 0.9 * 0.1 * (1.0 / 0.1) != 0.9
+
+
+def test_step_lr_of_step_size_zero_builds_and_its_step_divides_by_zero():
+    """PyTorch's StepLR(step_size=0) is built (lr unchanged at epoch 0); its first step raises ZeroDivisionError,
+    leaving the lr as it was and last_epoch counted, as PyTorch's (so does a step to an explicit epoch)."""
+    opt = _opt()
+    sched = S.StepLR(opt, step_size=0)
+    assert sched.last_epoch == 0 and sched.get_last_lr() == list(BASES)
+    opt.step()
+    with pytest.raises(ZeroDivisionError, match="StepLR: integer modulo by zero"):
+        sched.step()
+    assert sched.last_epoch == 1 and sched.get_last_lr() == [g["lr"] for g in opt.param_groups] == list(BASES)
+    with pytest.warns(UserWarning), pytest.raises(ZeroDivisionError):
+        sched.step(3)

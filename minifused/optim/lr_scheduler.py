@@ -65,11 +65,16 @@ class StepLR(LRScheduler):
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         # (kept as given, as PyTorch keeps it: a computed non-integer step size decays only at its exact multiples)
-        self.step_size, self.gamma = _period("StepLR", "step_size", step_size), _real("StepLR", "gamma", gamma)
+        # (a step_size of 0 is built, as PyTorch's: its first step divides by zero)
+        zero = isinstance(step_size, numbers.Real) and step_size == 0
+        self.step_size = step_size if zero else _period("StepLR", "step_size", step_size)
+        self.gamma = _real("StepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
         _warn_outside_step(self)
+        if self.step_size == 0 and self.last_epoch:
+            raise ZeroDivisionError("StepLR: integer modulo by zero (step_size is 0; it must be a positive number)")
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
