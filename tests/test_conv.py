@@ -2077,3 +2077,26 @@ def test_conv1d_errors_name_it_and_show_the_1d_shapes(call, message):
         call(mf.tensor(np.ones((2, 4, 9))))
     y = F.conv1d(mf.tensor(np.ones((2, 4, 9))), mf.ones(3, 4, 6, dtype=mf.float64), padding="same", dilation=2)
     assert tuple(y.shape) == (2, 3, 9)  # (the padded length counts for 'same')
+
+
+@pytest.mark.parametrize("make,shape,forward_input", [
+    (lambda: nn.Conv2d(0, 5, 3), (5, 0, 3, 3), (2, 0, 5, 5)),
+    (lambda: nn.Conv2d(5, 0, 3), (0, 5, 3, 3), (2, 5, 5, 5)),
+    (lambda: nn.Conv1d(0, 3, 3), (3, 0, 3), (2, 0, 7)),
+    (lambda: nn.ConvTranspose2d(0, 3, 3), (0, 3, 3, 3), (1, 0, 5, 5)),
+    (lambda: nn.ConvTranspose2d(3, 0, 3), (3, 0, 3, 3), (1, 3, 5, 5)),
+    (lambda: nn.ConvTranspose1d(0, 3, 3), (0, 3, 3), (1, 0, 5)),
+    (lambda: nn.Conv3d(0, 3, 3), (3, 0, 3, 3, 3), (1, 0, 5, 5, 5)),
+])
+def test_conv_module_of_no_channels_builds(make, shape, forward_input):
+    """PyTorch builds a convolution of 0 input or output channels (an empty weight; a bias of zeros where there
+    is no fan-in, its init bound 0); its forward on a batch raises (PyTorch's RuntimeError for each but the
+    in_channels=0 convolutions, where PyTorch's returns an empty (N, 0, ...) output)."""
+    m = make()
+    assert tuple(m.weight.shape) == shape
+    if shape[1] == 0:  # (fan_in = weight.shape[1] * kernel taps, for the transposed ones too)
+        np.testing.assert_array_equal(m.bias.detach().numpy(), np.zeros(m.out_channels, np.float32))
+    with pytest.raises(RuntimeError, match="empty|at least one"):
+        m(mf.randn(*forward_input))
+    with pytest.raises(ValueError, match=">= 0"):
+        nn.Conv2d(-1, 3, 3)

@@ -78,8 +78,8 @@ class Conv2d(Module):
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise InputError(f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must both be "
                              f"divisible by groups={groups}")
-        if in_channels < 1 or out_channels < 1:
-            raise InputError(f"Conv2d: channel counts must be >= 1, got in_channels={in_channels}, "
+        if in_channels < 0 or out_channels < 0:  # (0 builds an empty weight, as PyTorch's)
+            raise InputError(f"Conv2d: channel counts must be >= 0, got in_channels={in_channels}, "
                              f"out_channels={out_channels}")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size, 1)
@@ -104,7 +104,7 @@ class Conv2d(Module):
     def reset_parameters(self):
         fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
         # kaiming_uniform(a=√5): gain √(2/(1+5)), bound gain·√(3/fan_in) = 1/√fan_in
-        bound = 1.0 / math.sqrt(fan_in)
+        bound = _init_bound(fan_in)
         with no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:
@@ -184,9 +184,9 @@ class Conv1d(Module):
                    for v in (in_channels, out_channels, groups)):  # (a float: PyTorch's TypeError)
             raise InputTypeError(f"Conv1d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
                                  f"{out_channels!r} and {groups!r}")
-        if min(in_channels, out_channels, groups) < 1 or in_channels % groups or out_channels % groups:
+        if groups < 1 or min(in_channels, out_channels) < 0 or in_channels % groups or out_channels % groups:
             raise InputError(f"Conv1d: in_channels={in_channels!r} and out_channels={out_channels!r} must be "
-                             f"positive ints divisible by groups={groups!r}")
+                             f"ints >= 0 divisible by groups={groups!r} (a positive int)")
 
         if isinstance(padding, str) and padding not in ("valid", "same"):
             raise InputError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
@@ -211,7 +211,7 @@ class Conv1d(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        bound = 1.0 / math.sqrt(self.in_channels // self.groups * self.kernel_size[0])
+        bound = _init_bound(self.in_channels // self.groups * self.kernel_size[0])
         with no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:
@@ -241,6 +241,12 @@ class Conv1d(Module):
         return s + (f", padding_mode={self.padding_mode}" if self.padding_mode != "zeros" else "")
 
 
+def _init_bound(fan_in):
+    """kaiming_uniform(a=√5)'s bound 1/√fan_in, for the weight and the bias; 0 for a layer of no input channels
+    (its weight empty), as PyTorch's bias bound."""
+    return 1.0 / math.sqrt(fan_in) if fan_in else 0.0
+
+
 def _check_channel_ints(name, in_channels, out_channels, groups):
     """A TypeError for a channel count or group count that is no int (a float, a bool), as PyTorch's (its
     ``torch.empty`` of the weight's shape refuses them)."""
@@ -260,8 +266,8 @@ class ConvTranspose2d(Module):
         if padding_mode != "zeros":
             raise InputError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
         _check_channel_ints("ConvTranspose2d", in_channels, out_channels, groups)
-        if min(in_channels, out_channels, groups) < 1:
-            raise InputError(f"ConvTranspose2d: in_channels, out_channels and groups must be positive ints, got "
+        if groups < 1 or min(in_channels, out_channels) < 0:
+            raise InputError(f"ConvTranspose2d: in_channels and out_channels must be ints >= 0, groups > 0, got "
                              f"{in_channels!r}, {out_channels!r} and {groups!r}")
         if in_channels % groups or out_channels % groups:
             raise InputError(f"ConvTranspose2d: in_channels={in_channels} and out_channels={out_channels} must "
@@ -283,7 +289,7 @@ class ConvTranspose2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        bound = 1.0 / math.sqrt(self.out_channels // self.groups * self.kernel_size[0] * self.kernel_size[1])
+        bound = _init_bound(self.out_channels // self.groups * self.kernel_size[0] * self.kernel_size[1])
         with no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:
@@ -361,9 +367,9 @@ class ConvTranspose1d(Module):
         if padding_mode != "zeros":
             raise InputError(f"ConvTranspose1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
         _check_channel_ints("ConvTranspose1d", in_channels, out_channels, groups)
-        if min(in_channels, out_channels, groups) < 1 or in_channels % groups or out_channels % groups:
+        if groups < 1 or min(in_channels, out_channels) < 0 or in_channels % groups or out_channels % groups:
             raise InputError(f"ConvTranspose1d: in_channels={in_channels!r} and out_channels={out_channels!r} must "
-                             f"be positive ints divisible by groups={groups!r}")
+                             f"be ints >= 0 divisible by groups={groups!r} (a positive int)")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         for name, v, minimum in (("kernel_size", kernel_size, 1), ("stride", stride, 1), ("padding", padding, 0),
                                  ("output_padding", output_padding, 0), ("dilation", dilation, 1)):
@@ -379,7 +385,7 @@ class ConvTranspose1d(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        bound = 1.0 / math.sqrt(self.out_channels // self.groups * self.kernel_size[0])
+        bound = _init_bound(self.out_channels // self.groups * self.kernel_size[0])
         with no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:

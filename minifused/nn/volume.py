@@ -10,7 +10,7 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
-from .conv import PADDING_MODES, ConvTranspose2d, conv_attributes
+from .conv import PADDING_MODES, ConvTranspose2d, _init_bound, conv_attributes
 from .layers import (_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _CircularPadNd, _ConstantPadNd, _ReflectionPadNd,
                      _ReplicationPadNd, _ZeroPadding)
 from .module import Module, Parameter
@@ -47,8 +47,8 @@ class _Conv3dBase(Module):
                                  f"{out_channels!r} and {groups!r}")
         if groups < 1:
             raise InputError(f"{name}: groups must be a positive integer, got {groups}")
-        if in_channels < 1 or out_channels < 1:
-            raise InputError(f"{name}: channel counts must be >= 1, got in_channels={in_channels}, "
+        if in_channels < 0 or out_channels < 0:  # (0 builds an empty weight, as PyTorch's)
+            raise InputError(f"{name}: channel counts must be >= 0, got in_channels={in_channels}, "
                              f"out_channels={out_channels}")
         if in_channels % groups:
             raise InputError(f"{name}: in_channels must be divisible by groups, got in_channels={in_channels}, "
@@ -70,7 +70,7 @@ class _Conv3dBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        bound = 1.0 / math.sqrt(self.weight.shape[1] * math.prod(self.kernel_size))
+        bound = _init_bound(self.weight.shape[1] * math.prod(self.kernel_size))
         with no_grad():
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:
