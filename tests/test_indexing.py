@@ -120,7 +120,8 @@ def test_getitem_numpy_index_arrays_and_views():
     (mf.tensor([True, False], device="cpu"), IndexError,
      r"the shape of the mask \(2,\) does not match the shape \(4,\)"),
     ((0, 0, 0, 0), IndexError, "too many indices for a tensor of dimension 3"),
-    ((Ellipsis, 0, Ellipsis), IndexError, "single ellipsis"),
+    ((Ellipsis, 0, Ellipsis, 0), IndexError, "with a second ellipsis"),
+    ((Ellipsis, Ellipsis, None), IndexError, "with a second ellipsis"),
     ((mf.tensor([0, 1], device="cpu"), mf.tensor([0, 1, 2], device="cpu")), IndexError,
      r"shape mismatch: .* \(2,\), \(3,\)"),
     (slice(None, None, -1), ValueError, "step must be greater than zero"),
@@ -129,6 +130,24 @@ def test_getitem_numpy_index_arrays_and_views():
 def test_getitem_errors(index, exc, match):
     with pytest.raises(exc, match=match):
         cpu(_data())[index]
+
+
+def test_several_ellipses_as_pytorch():
+    """PyTorch takes several '...': the first stands for the unindexed dimensions, the later ones for none where
+    nothing after them indexes one (its shapes and values here); x[..., 0, ...] = v writes as x[..., 0] = v."""
+    a = np.arange(24).reshape(2, 3, 4)
+    x = cpu(a)
+    np.testing.assert_array_equal(x[..., ...].numpy(), a)
+    np.testing.assert_array_equal(x[..., 0, ...].numpy(), a[..., 0])
+    np.testing.assert_array_equal(x[0, ..., 1, ...].numpy(), a[0, ..., 1])
+    np.testing.assert_array_equal(x[..., None, ...].numpy(), a[..., None])
+    np.testing.assert_array_equal(x[0, 1, ..., None, ..., 2].numpy(), a[0, 1, None, 2])
+    np.testing.assert_array_equal(x[..., [0, 1], ..., :].numpy(), a[:, [0, 1]])  # (the ":" counts as indexing)
+    y = cpu(a.copy())
+    y[..., 0, ...] = -1
+    b = a.copy()
+    b[..., 0] = -1
+    np.testing.assert_array_equal(y.numpy(), b)
 
 
 def test_zero_d_errors():

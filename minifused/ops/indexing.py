@@ -165,6 +165,21 @@ def _bool_stages(x, parts, op):
     return [first] + _normalize_index(view, rest, op)
 
 
+def _one_ellipsis(x, parts, op):
+    """PyTorch's rule for several '...': each stands for the dimensions no other component indexes, so the
+    first takes them all and the later ones none (``x[..., 0, ...]`` is ``x[..., 0]``) where nothing after the
+    second indexes a dimension (a full slice aside); where something does, PyTorch's runs past the last
+    dimension and fails."""
+    spare = x.ndim - sum(p.ndim if hasattr(p, "ndim") and p.dtype == np.bool_ else 1 for p in parts
+                         if p is not None and p is not Ellipsis and not isinstance(p, bool))
+    second = [i for i, p in enumerate(parts) if p is Ellipsis][1]
+    full = lambda p: isinstance(p, slice) and p.start is None and p.stop is None and p.step is None  # noqa: E731
+    if spare > 0 and not all(p is Ellipsis or full(p) for p in parts[second:]):
+        raise IndexError(f"{op}: with a second ellipsis ('...'), nothing after it but ':' can index (the first "
+                         f"takes all {spare} unindexed dimensions, the second as many more, beyond the last)")
+    return parts[:second] + [p for p in parts[second:] if p is not Ellipsis]
+
+
 def _normalize_index(x, index, op="getitem"):
     """``index`` as a list of stages, each ``(tuple of raw components, advanced)``, applied one after the
     other; bounds checked and bool masks turned into integer arrays. PyTorch applies integers before
@@ -173,7 +188,7 @@ def _normalize_index(x, index, op="getitem"):
         index = tuple(index) if _list_as_tuple(index) else (index,)
     parts = [_component(v, x, op) for v in index]
     if sum(p is Ellipsis for p in parts) > 1:
-        raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
+        parts = _one_ellipsis(x, parts, op)
     if any(isinstance(p, bool) for p in parts):
         return _bool_stages(x, parts, op)
     consumed = sum(p.ndim if hasattr(p, "ndim") and p.dtype == np.bool_ else 1 for p in parts
