@@ -138,7 +138,8 @@ def test_interrupted_write_keeps_previous_file(tmp_path, monkeypatch):
 def test_save_into_a_missing_directory_raises_and_creates_nothing(tmp_path):
     """As PyTorch's save: a mistyped folder is an error, not a new directory tree (it was made silently)."""
     path = tmp_path / "no" / "such" / "c.ckpt"
-    with pytest.raises(RuntimeError, match="save: parent directory " + re.escape(str(tmp_path / "no" / "such")) + " does not exist"):
+    missing = re.escape(str(tmp_path / "no" / "such"))
+    with pytest.raises(RuntimeError, match=f"save: parent directory {missing} does not exist"):
         mf.save({"epoch": 1}, path)
     assert os.listdir(tmp_path) == []
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import no_grad
-from ..backend import DtypeNotImplementedError, InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError
 from ..kernels.special_math import ndtri
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
