@@ -167,8 +167,6 @@ def test_bad_divisor_override(bad, error):  # (PyTorch's types: a non-int is a T
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_gpu_matches_reference(dtype, poisoned_pool):
-    import cupy
-
     dt = backend.as_dtype(dtype)
     rng = np.random.default_rng(4)
     for _ in range(30):
@@ -233,24 +231,6 @@ def _check_gpu_pooling(shape, k, s, p, cm, dt, rng):
         dxar = K.avg_pool2d_backward_ref(dy, shape, k, s, p, cip, divisor)
         np.testing.assert_allclose(cupy.asnumpy(dxa).astype(np.float64), dxar.astype(np.float64), rtol=tol,
                                    atol=tol)
-
-
-def direct_argmax(x, k, s, p, ceil_mode):
-    """Flat index ``h*W + w`` of each window's first maximum (row-major scan), by loops."""
-    n, c, h, w = x.shape
-    ph_, pw_ = K.out_size(h, k[0], s[0], p[0], ceil_mode), K.out_size(w, k[1], s[1], p[1], ceil_mode)
-    out = np.zeros((n, c, ph_, pw_), np.int64)
-    for b in range(n):
-        for ch in range(c):
-            for i in range(ph_):
-                for j in range(pw_):
-                    best, arg = -np.inf, -1
-                    for hh in range(max(i * s[0] - p[0], 0), min(i * s[0] - p[0] + k[0], h)):
-                        for ww in range(max(j * s[1] - p[1], 0), min(j * s[1] - p[1] + k[1], w)):
-                            if x[b, ch, hh, ww] > best:
-                                best, arg = x[b, ch, hh, ww], hh * w + ww
-                    out[b, ch, i, j] = arg
-    return out
 
 
 @pytest.mark.parametrize("case", CASES)

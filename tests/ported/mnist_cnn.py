@@ -8,8 +8,6 @@ learning rate. Only the imports name the framework.
 ``main`` returns the training losses, one per step."""
 import argparse
 
-import numpy as np
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
