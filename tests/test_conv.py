@@ -2091,12 +2091,70 @@ def test_conv1d_errors_name_it_and_show_the_1d_shapes(call, message):
 def test_conv_module_of_no_channels_builds(make, shape, forward_input):
     """PyTorch builds a convolution of 0 input or output channels (an empty weight; a bias of zeros where there
     is no fan-in, its init bound 0); its forward on a batch raises (PyTorch's RuntimeError for each but the
-    in_channels=0 convolutions, where PyTorch's returns an empty (N, 0, ...) output)."""
+    in_channels=0 convolutions, where PyTorch's returns an empty (N, 0, ...) output: see the next test)."""
     m = make()
     assert tuple(m.weight.shape) == shape
     if shape[1] == 0:  # (fan_in = weight.shape[1] * kernel taps, for the transposed ones too)
         np.testing.assert_array_equal(m.bias.detach().numpy(), np.zeros(m.out_channels, np.float32))
-    with pytest.raises(RuntimeError, match="empty|at least one"):
-        m(mf.randn(*forward_input))
+    if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.in_channels == 0:
+        assert m(mf.randn(*forward_input)).shape[1] == 0
+    else:
+        with pytest.raises(RuntimeError, match="at least"):
+            m(mf.randn(*forward_input))
     with pytest.raises(ValueError, match=">= 0"):
         nn.Conv2d(-1, 3, 3)
+
+
+# PyTorch's output shapes: (N, 0, *spatial), 0 channels (not out_channels)
+@pytest.mark.parametrize("fn,x_shape,w_shape,kw,out_shape", [
+    (F.conv2d, (2, 0, 5, 5), (3, 0, 3, 3), dict(padding=1), (2, 0, 5, 5)),
+    (F.conv2d, (1, 0, 5, 5), (2, 0, 3, 3), dict(stride=2, dilation=2), (1, 0, 1, 1)),
+    (F.conv2d, (1, 0, 2, 2), (4, 0, 1, 1), dict(groups=2), (1, 0, 2, 2)),
+    (F.conv2d, (0, 3, 3), (4, 0, 1, 1), {}, (0, 3, 3)),  # unbatched
+    (F.conv1d, (2, 0, 5), (3, 0, 3), {}, (2, 0, 3)),
+    (F.conv1d, (1, 0, 5), (3, 0, 4), dict(padding="same"), (1, 0, 5)),
+    (F.conv3d, (2, 0, 4, 4, 4), (3, 0, 2, 2, 2), {}, (2, 0, 3, 3, 3)),
+    (F.conv3d, (0, 5, 5, 5), (2, 0, 3, 3, 3), {}, (0, 3, 3, 3)),
+])
+def test_conv_of_no_input_channels_is_empty_as_pytorch(fn, x_shape, w_shape, kw, out_shape):
+    """A convolution of an input with no channels gives PyTorch's empty output of 0 channels, and each operand a
+    gradient: empty ones for the input and weight, zeros for the bias (PyTorch's tensor([0., 0., 0.]))."""
+    x = mf.zeros(*x_shape, requires_grad=True)
+    w = mf.randn(*w_shape, requires_grad=True)
+    b = mf.randn(w_shape[0], requires_grad=True)
+    y = fn(x, w, b, **kw)
+    assert tuple(y.shape) == out_shape and y.dtype == mf.float32 and y.requires_grad
+    (y.sum() + b.sum()).backward()
+    assert tuple(x.grad.shape) == x_shape and tuple(w.grad.shape) == w_shape
+    np.testing.assert_array_equal(b.grad.numpy(), np.ones(w_shape[0], np.float32))  # b.sum()'s ones, plus zeros
+    y = fn(mf.zeros(*x_shape, dtype=mf.float64), mf.zeros(*w_shape, dtype=mf.float64), None, **kw)
+    assert tuple(y.shape) == out_shape and y.dtype == mf.float64 and not y.requires_grad
+
+
+@pytest.mark.parametrize("make,x_shape,out_shape", [
+    (lambda: nn.Conv1d(0, 3, 3), (2, 0, 5), (2, 0, 3)),
+    (lambda: nn.Conv2d(0, 3, 3, padding=1), (2, 0, 5, 5), (2, 0, 5, 5)),
+    (lambda: nn.Conv3d(0, 3, 2), (2, 0, 4, 4, 4), (2, 0, 3, 3, 3)),
+])
+def test_conv_module_of_no_input_channels_gives_its_bias_a_zero_gradient(make, x_shape, out_shape):
+    m = make()
+    y = m(mf.zeros(*x_shape))
+    assert tuple(y.shape) == out_shape
+    (2 * y).sum().backward()
+    np.testing.assert_array_equal(m.bias.grad.numpy(), np.zeros(3, np.float32))
+    assert tuple(m.weight.grad.shape) == tuple(m.weight.shape)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: F.conv2d(mf.zeros(1, 3, 5, 5), mf.zeros(0, 3, 3, 3)), r"at least 1 output channel"),
+    (lambda: F.conv2d(mf.zeros(1, 0, 2, 2), mf.zeros(2, 0, 3, 3)), r"larger than the padded input"),
+    (lambda: F.conv2d(mf.zeros(1, 0, 5, 5), mf.zeros(2, 0, 3, 3), mf.zeros(5)), r"bias must have shape \(2,\)"),
+    (lambda: F.conv3d(mf.zeros(1, 3, 5, 5, 5), mf.zeros(0, 3, 3, 3, 3)), r"at least 1 output channel"),
+    (lambda: F.conv_transpose2d(mf.zeros(1, 0, 5, 5), mf.zeros(0, 2, 3, 3)), r"at least one input"),
+    (lambda: F.conv_transpose3d(mf.zeros(1, 0, 2, 2, 2), mf.zeros(0, 4, 1, 1, 1)), r"at least one input"),
+])
+def test_conv_of_no_channels_still_checks_the_rest(call, message):
+    """What PyTorch refuses around it still raises its RuntimeError: no output channel, a kernel larger than the
+    input, a bias of the wrong size, a transposed convolution of no input channel."""
+    with pytest.raises(RuntimeError, match=message):
+        call()

@@ -11,11 +11,13 @@ from ..ops import cat as _cat
 from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
 from ..ops import resample as _resample
+from ..ops.elementwise import zero_tied as _zero_tied
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
 from ..ops.shape import channels_last as _channels_last, reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ..kernels import is_channels_last as _is_channels_last
+from ..kernels.conv import out_size as _conv_out_size
 from ..kernels.pool import out_size as _pool_out_size
 from ._checks import _check_image, _pair, _single, _tensor_ints, _unpool_size, unbatched
 from ..backend import DtypeNotImplementedError, InputError, InputTypeError
@@ -71,9 +73,20 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
     """
     args = _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation, integers=True)
+    if not args[0].shape[1]:
+        return _no_channels(*args)
     if args[0].dtype in _CONV_INTEGERS:
         return _integer_conv2d(*args, activation)
     return _conv_ops.conv2d(*args, activation)
+
+
+def _no_channels(input, weight, bias, stride, padding, dilation, groups):
+    """A convolution of an input with no channels, as PyTorch's: an empty (N, 0, *spatial) result (0 channels, not
+    out_channels: its rule), tied to the input, weight and bias so each gets a zero gradient, as there."""
+    spatial = tuple(_conv_out_size(size, kk, st, p, d) for size, kk, st, p, d in
+                    zip(input.shape[2:], weight.shape[2:], stride, padding, dilation))
+    y = _Tensor._from_array(input._xp.zeros((input.shape[0], 0) + spatial, input._data.dtype))
+    return _zero_tied(y, input, weight, bias)
 
 
 def _integer_conv2d(input, weight, bias, stride, padding, dilation, groups, activation):
@@ -152,8 +165,8 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
 
 
 def _check_channels(op, input, weight, c, groups):
-    """A convolution's channels: the input's ``c`` those of the weight's groups, its out channels whole groups, neither
-    empty (an empty batch is fine: an empty output)."""
+    """A convolution's channels: the input's ``c`` those of the weight's groups, its out channels whole groups and not
+    none (an empty batch, or no input channel, is fine: an empty output, as PyTorch's)."""
     k, cg = weight.shape[:2]
     if c != cg * groups:
         raise InputError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
@@ -161,8 +174,9 @@ def _check_channels(op, input, weight, c, groups):
     if k % groups:
         raise InputError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
                          f"groups={groups}")
-    if c == 0 or k == 0:
-        raise InputError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
+    if k == 0:
+        raise InputError(f"{op}: expected a weight with at least {groups} output channel(s) (groups={groups}), got "
+                         f"weight of shape {tuple(weight.shape)}")
 
 
 def _check_1d(op, input, weight, channels, layout):

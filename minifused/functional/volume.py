@@ -18,8 +18,8 @@ from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import channels_last_3d, contiguous_format, reshape
 from ..tensor import Tensor
 from ._checks import _tensor_ints, _unpool_size, unbatched
-from .conv import (SAME_ASYMMETRIC, _check_conv_dtype, _check_integer_pool, _pooling, avg_pool2d, conv2d,
-                   conv_transpose2d, max_pool2d)
+from .conv import (SAME_ASYMMETRIC, _check_conv_dtype, _check_integer_pool, _no_channels, _pooling, avg_pool2d,
+                   conv2d, conv_transpose2d, max_pool2d)
 from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
@@ -209,13 +209,16 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if k % groups:
         raise RuntimeError(f"{op}: Given groups={groups}, out_channels={k} (weight of size {tuple(weight.shape)}) "
                            f"is not divisible by groups")
-    if c == 0 or k == 0:
-        raise RuntimeError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
+    if k == 0:
+        raise RuntimeError(f"{op}: expected a weight with at least {groups} output channel(s) (groups={groups}), got "
+                           f"weight of shape {tuple(weight.shape)}")
     eff = tuple(dl * (kk - 1) + 1 for dl, kk in zip(dilation, (kd, kh, kw)))
     padded = tuple(s + 2 * p for s, p in zip((d, h, w), padding))
     if any(e > p for e, p in zip(eff, padded)):
         raise RuntimeError(f"{op}: Calculated padded input size per channel: {padded}. Kernel size: {eff} (dilation "
                            f"{dilation}). Kernel size can't be greater than actual input size")
+    if c == 0:
+        return _no_channels(input, weight, bias, stride, padding, dilation, groups)
     d_out = (padded[0] - eff[0]) // stride[0] + 1
     # (N, D, C, H, W): the depth slices a tap reads are one strided slice, batched with N by a reshape
     xt = _pad_dim(input, 2, padding[0], padding[0]).permute(0, 2, 1, 3, 4)
@@ -258,7 +261,10 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            f"output_padding {output_padding}, stride {stride}, dilation {dilation}")
     out = tuple((size - 1) * s - 2 * p + dl * (kk - 1) + op_ + 1 for size, s, p, dl, kk, op_ in
                 zip((d, h, w), stride, padding, dilation, (kd, kh, kw), output_padding))
-    if min(out) < 1 or cin == 0 or cg == 0:
+    if cin == 0 or cg == 0:
+        raise RuntimeError(f"{op}: expected a weight with at least one input and one output channel, got weight of "
+                           f"shape {tuple(weight.shape)}")
+    if min(out) < 1:
         raise RuntimeError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight "
                            f"{tuple(weight.shape)}, stride {stride}, padding {padding}: output size {out})")
     sd = stride[0]

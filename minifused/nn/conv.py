@@ -131,8 +131,9 @@ class Conv2d(Module):
         """``norm.forward_with_activation(self(x), activation)`` for a BatchNorm2d ``norm``, recorded as one op
         (``Sequential`` fuses Conv2d, BatchNorm2d and a ReLU so): the same checks and kernels, so the same numbers
         and errors; the two calls themselves for an unbatched input, under autocast, for a subclass with its
-        own ``_conv_forward`` or a norm with its own ``_check_input_dim``."""
-        if (not isinstance(x, Tensor) or x.ndim != 4 or backend.autocast_dtypes()
+        own ``_conv_forward`` or a norm with its own ``_check_input_dim``, or an input of no channels (F.conv2d's
+        empty result)."""
+        if (not isinstance(x, Tensor) or x.ndim != 4 or not x.shape[1] or backend.autocast_dtypes()
                 or overrides_conv_forward(self, Conv2d)
                 or type(norm)._check_input_dim is not _BatchNorm._check_input_dim):
             return norm.forward_with_activation(self.forward(x), activation)
