@@ -437,10 +437,8 @@ def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     (lambda o: S.ChainedScheduler([S.ExponentialLR(o, 0.9), object()]), TypeError, "not a scheduler"),
     # arguments PyTorch's take and fail on at a later step (a modulo by zero, a string's TypeError, None * lr)
     (lambda o: S.ChainedScheduler([1]), TypeError, r"schedulers\[0\] is a int, not a scheduler"),
-    (lambda o: S.StepLR(o, -1), ValueError, "StepLR: expected a positive number step_size, got -1"),
-    (lambda o: S.StepLR(o, "3"), TypeError, "StepLR: expected a positive number step_size, got '3'"),
-    (lambda o: S.CosineAnnealingLR(o, 0), ValueError, "CosineAnnealingLR: expected a positive number T_max, got 0"),
-    (lambda o: S.CosineAnnealingLR(o, None), TypeError, "CosineAnnealingLR: expected a positive number T_max"),
+    (lambda o: S.StepLR(o, "3"), TypeError, "StepLR: expected a number step_size, got '3'"),
+    (lambda o: S.CosineAnnealingLR(o, None), TypeError, "CosineAnnealingLR: expected a number T_max"),
     (lambda o: S.MultiStepLR(o, 5), TypeError, "MultiStepLR: milestones must be a list of epochs, got 5"),
     (lambda o: S.MultiStepLR(o, ["10"]), TypeError, "MultiStepLR: milestones must be numbers"),
     (lambda o: S.OneCycleLR(o, "0.1", total_steps=5), TypeError, "OneCycleLR: expected a number max_lr"),
@@ -681,8 +679,44 @@ def test_step_lr_of_step_size_zero_builds_and_its_step_divides_by_zero():
     sched = S.StepLR(opt, step_size=0)
     assert sched.last_epoch == 0 and sched.get_last_lr() == list(BASES)
     opt.step()
-    with pytest.raises(ZeroDivisionError, match="StepLR: integer modulo by zero"):
+    with pytest.raises(ZeroDivisionError, match=r"StepLR: division by zero \(step_size is 0\)"):
         sched.step()
     assert sched.last_epoch == 1 and sched.get_last_lr() == [g["lr"] for g in opt.param_groups] == list(BASES)
+    with pytest.warns(UserWarning), pytest.raises(ZeroDivisionError):
+        sched.step(3)
+
+
+def _lrs_of(make, steps=6):
+    opt = optim.SGD([nn.Parameter(mf.zeros(1))], lr=1.0)
+    sched, lrs = make(opt), [opt.param_groups[0]["lr"]]
+    for _ in range(steps):
+        opt.step()
+        sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    return lrs
+
+
+@pytest.mark.parametrize("make,expected", [  # PyTorch 2.13's lrs, step by step
+    (lambda o: S.StepLR(o, step_size=-1, gamma=0.5), [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625]),
+    (lambda o: S.StepLR(o, step_size=-2, gamma=0.5), [1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.125]),
+    (lambda o: S.CosineAnnealingLR(o, T_max=-1), [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0]),
+    (lambda o: S.CosineAnnealingLR(o, T_max=-2, eta_min=0.1), [1.0, 0.55, 0.1, 0.55, 1.0, 0.55, 0.1]),
+])
+def test_negative_periods_run_pytorchs_formulas(make, expected):
+    """PyTorch's StepLR and CosineAnnealingLR take a negative period and run their formulas on it."""
+    np.testing.assert_allclose(_lrs_of(make), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_cosine_of_t_max_zero_builds_and_its_step_divides_by_zero():
+    """PyTorch's CosineAnnealingLR(T_max=0) is built (lr unchanged at epoch 0); each step raises ZeroDivisionError,
+    leaving the lr as it was and last_epoch counted, as there (so does a step to an explicit epoch)."""
+    opt = optim.SGD([nn.Parameter(mf.zeros(1))], lr=0.5)
+    sched = S.CosineAnnealingLR(opt, T_max=0, eta_min=0.1)
+    assert sched.last_epoch == 0 and sched.get_last_lr() == [0.5]
+    for epoch in (1, 2):
+        opt.step()
+        with pytest.raises(ZeroDivisionError, match=r"CosineAnnealingLR: division by zero \(T_max is 0\)"):
+            sched.step()
+        assert sched.last_epoch == epoch and sched.get_last_lr() == [0.5] == [opt.param_groups[0]["lr"]]
     with pytest.warns(UserWarning), pytest.raises(ZeroDivisionError):
         sched.step(3)

@@ -41,14 +41,18 @@ def _real(where, what, value):
 
 
 def _period(where, what, value):
-    """A period of a schedule (StepLR's step_size, CosineAnnealingLR's T_max): a number > 0, kept as given. PyTorch's
-    takes anything and fails at a later step (a modulo by zero, a string's TypeError); here the constructor names
-    it."""
+    """A period of a schedule (StepLR's step_size, CosineAnnealingLR's T_max): a number, kept as given. PyTorch's
+    takes any number (0 or a negative one too: see :func:`_zero_period`) and fails at a later step on what is none
+    (a string's TypeError); here the constructor names that."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{where}: expected a positive number {what}, got {value!r}")
-    if not value > 0:
-        raise ValueError(f"{where}: expected a positive number {what}, got {value!r}")
+        raise TypeError(f"{where}: expected a number {what}, got {value!r}")
     return value
+
+
+def _zero_period(sched, what):
+    """PyTorch's step of a schedule whose period is 0: its formula's ZeroDivisionError (after epoch 0), named here."""
+    if getattr(sched, what) == 0 and sched.last_epoch:
+        raise ZeroDivisionError(f"{type(sched).__name__}: division by zero ({what} is 0)")
 
 
 def _factor(where, f, epoch):
@@ -64,17 +68,15 @@ class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        # (kept as given, as PyTorch keeps it: a computed non-integer step size decays only at its exact multiples)
-        # (a step_size of 0 is built, as PyTorch's: its first step divides by zero)
-        zero = isinstance(step_size, numbers.Real) and step_size == 0
-        self.step_size = step_size if zero else _period("StepLR", "step_size", step_size)
+        # (kept as given, as PyTorch keeps it: a computed non-integer step size decays only at its exact multiples;
+        # a negative one at the multiples of its size, as there; one of 0 is built, its first step divides by zero)
+        self.step_size = _period("StepLR", "step_size", step_size)
         self.gamma = _real("StepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
         _warn_outside_step(self)
-        if self.step_size == 0 and self.last_epoch:
-            raise ZeroDivisionError("StepLR: integer modulo by zero (step_size is 0; it must be a positive number)")
+        _zero_period(self, "step_size")
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
@@ -206,6 +208,7 @@ class CosineAnnealingLR(LRScheduler):
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
         if self._is_initial:
             return self._lrs()
+        _zero_period(self, "T_max")  # (a negative T_max runs PyTorch's formula, as there)
         if self._step_count == 1 and t > 0:
             return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2 for base in self.base_lrs]
         if (t - 1 - T) % (2 * T) == 0:
@@ -215,6 +218,7 @@ class CosineAnnealingLR(LRScheduler):
                 for lr in self._lrs()]
 
     def _get_closed_form_lr(self):
+        _zero_period(self, "T_max")
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
         return [lo + (base - lo) * (1 + math.cos(math.pi * t / T)) / 2 for base in self.base_lrs]
 
