@@ -194,9 +194,14 @@ def test_stateless_update_leaves_no_state_entry():
     opt.step()
     sd = opt.state_dict()
     assert sd["state"] == {} and sd["param_groups"][0]["params"] == [0]
+    assert len(opt.state) == 0 and p not in opt.state  # (not an entry of a None buffer: PyTorch's has none)
     opt2 = optim.SGD([nn.Parameter(mf.ones(3))], lr=0.5)
     opt2.load_state_dict(sd)
     assert opt2.param_groups[0]["lr"] == 0.1
+    opt.param_groups[0]["momentum"] = 0.9  # momentum switched on later: the buffer starts from that step's grad
+    opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), [0.8] * 3, rtol=1e-6)
+    assert list(opt.state) == [p] and opt.state[p]["momentum_buffer"].tolist() == [1.0] * 3
 
 
 def test_optimizer_load_state_dict_errors():

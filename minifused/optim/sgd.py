@@ -48,8 +48,8 @@ class SGD(Optimizer):
                 bufs, init, masters = [], [], []
                 for p in ps:
                     st = self.state.get(p)
-                    if st is None:
-                        st = self.state[p] = {}
+                    if st is None:  # stored only once it holds something (PyTorch's plain SGD keeps no state)
+                        st = {}
                     masters.append(self._master(p, st))
                     if g["momentum"] != 0:
                         buf = st.get("momentum_buffer")
@@ -58,9 +58,10 @@ class SGD(Optimizer):
                             buf = st["momentum_buffer"] = self._new_state(p)
                         bufs.append(buf._data)
                     else:
-                        st.setdefault("momentum_buffer", None)
                         bufs.append(p._data if masters[-1] is None else masters[-1])
                         init.append(False)
+                    if st and p not in self.state:
+                        self.state[p] = st
                 K.sgd([p._data for p in ps], [p.grad._data for p in ps], bufs, init, g.hyper(device),
                       nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp,
                       record=(replay, ps))
