@@ -1624,3 +1624,38 @@ def test_sync_batchnorm_alone_takes_any_input_of_at_least_2_dimensions(rng):
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match=r"^SyncBatchNorm: expected at least 2-D input, got 1-D input of shape \[2\]"):
         nn.SyncBatchNorm(2)(mf.randn(2))
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 4, 4), (0, 5, 4, 4), (0, 5), (2, 0)])
+@pytest.mark.parametrize("training", [True, False])
+def test_empty_input_of_another_channel_count_passes_as_pytorch(device, shape, training):
+    """PyTorch's BatchNorm of an empty input reads none of its vectors, so checks no channel count: BatchNorm2d(3)
+    of the (N, 0, H, W) output of a Conv2d(0, 3) (or of an empty batch of 5 channels) gives the input's empty copy,
+    zero gradients for weight and bias, the running statistics untouched, the batch counted in training."""
+    bn = (nn.BatchNorm2d if len(shape) == 4 else nn.BatchNorm1d)(3, device=device).train(training)
+    x = mf.zeros(*shape, device=device, requires_grad=True)
+    y = bn(x)
+    assert tuple(y.shape) == shape and y.dtype == mf.float32
+    y.sum().backward()
+    assert tuple(x.grad.shape) == shape
+    for p in (bn.weight, bn.bias):
+        np.testing.assert_array_equal(host(p.grad), np.zeros(3, np.float32))
+    assert f64(bn.running_mean).tolist() == [0, 0, 0] and f64(bn.running_var).tolist() == [1, 1, 1]
+    assert int(bn.num_batches_tracked.item()) == int(training)
+    y = F.batch_norm(mf.zeros(*shape, device=device), mf.zeros(3, device=device), mf.ones(3, device=device),
+                     training=training)
+    assert tuple(y.shape) == shape
+    with pytest.raises(RuntimeError, match=r"expected 3 channels"):  # (a non-empty input is still checked)
+        bn(mf.zeros(1, 5, *shape[2:3] * 2, device=device) if len(shape) == 4 else mf.zeros(2, 5, device=device))
+
+
+def test_conv_of_no_input_channels_into_batch_norm_as_pytorch():
+    """Sequential's Conv2d(0, 3) + BatchNorm2d(3) (fused into one op otherwise) gives PyTorch's empty (2, 0, 4, 4)
+    output, and zero gradients to the convolution's bias and the norm's weight and bias."""
+    model = nn.Sequential(nn.Conv2d(0, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU())
+    y = model(mf.zeros(2, 0, 4, 4))
+    assert tuple(y.shape) == (2, 0, 4, 4)
+    y.sum().backward()
+    for p in (model[0].bias, model[1].weight, model[1].bias):
+        np.testing.assert_array_equal(p.grad.numpy(), np.zeros(3, np.float32))
+    assert int(model[1].num_batches_tracked.item()) == 1

@@ -12,6 +12,7 @@ from ..ops import batchnorm as _bn_ops
 from ..ops import norm as _norm_ops
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops._common import cast as _cast
+from ..ops.elementwise import zero_tied as _zero_tied
 from .conv import _conv2d_args
 from ..kernels import is_channels_last as _is_channels_last
 from ..ops.shape import channels_last as _channels_last
@@ -33,11 +34,11 @@ def _check_input(op, input):
                          f"{list(input.shape)}")
 
 
-def _check_channel_vectors(op, input, names, vectors, shape=None):
-    """Each given vector (``vectors``, named by ``names``) is a tensor of shape (C,) on the input's device; all of
-    one dtype: the input's, or float32 with a 16-bit input (mixed precision). ``shape``: the normalized tensor's,
-    where it is not the input's (a convolution's output the op computes first). (Every BatchNorm call runs this:
-    it reads the arrays once each.)"""
+def _check_channel_vectors(op, input, names, vectors, shape=None, sized=True):
+    """Each given vector (``vectors``, named by ``names``) is a tensor of shape (C,) (unless not ``sized``) on the
+    input's device; all of one dtype: the input's, or float32 with a 16-bit input (mixed precision). ``shape``: the
+    normalized tensor's, where it is not the input's (a convolution's output the op computes first). (Every
+    BatchNorm call runs this: it reads the arrays once each.)"""
     x = input._data
     shape = x.shape if shape is None else shape
     c, dtype = shape[1], None
@@ -47,7 +48,7 @@ def _check_channel_vectors(op, input, names, vectors, shape=None):
         if not isinstance(t, _Tensor):
             raise InputTypeError(f"{op}: {name} must be a tensor or None, got {type(t).__name__}")
         a = t._data
-        if a.shape != (c,):
+        if a.shape != (c,) and sized:
             raise InputError(f"{op}: {name} must have shape [{c}] (one per channel of the input "
                              f"{list(shape)}), got {list(a.shape)}")
         if not _backend.same_device(a, x):
@@ -119,8 +120,12 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     with the running statistics, in their kernel (one launch less per BatchNorm layer and step)."""
     op = "batch_norm"
     _check_input(op, input)
+    # (PyTorch's BatchNorm of an empty input reads none of its vectors, so checks no size: a Conv2d(0, C)'s
+    # output of 0 channels passes any BatchNorm2d)
     _check_batch_norm_args(op, input, input.shape, running_mean, running_var, weight, bias, training, momentum, eps,
-                           activation)
+                           activation, sized=input._data.size != 0)
+    if not input._data.size:
+        return _empty_batch_norm(op, input, weight, bias, training, running_mean, num_batches_tracked)
     mean, var, count = _running(training, running_mean, running_var, num_batches_tracked)
     out = _bn_ops.batch_norm(input, weight, bias, mean, var, bool(training), float(momentum), float(eps),
                              relu=activation == "relu", count=None if count is None else count._data)
@@ -153,10 +158,21 @@ def _conv2d_batch_norm(input, weight, bias, stride, padding, dilation, groups, r
     return out
 
 
+def _empty_batch_norm(op, input, weight, bias, training, running_mean, count):
+    """BatchNorm of an empty input, as PyTorch's: no statistic to take, none updated; the input's copy, tied to
+    ``weight`` and ``bias`` so each gets a zero gradient. A module's batch counter still advances in training (its
+    forward counts the batch before the call)."""
+    if training and running_mean is not None and count is not None:
+        count._data += 1
+        count._bump(op)
+    return _zero_tied(input.clone(), weight, bias)
+
+
 def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, bias, training, momentum, eps,
-                           activation):
-    """BatchNorm's arguments against the ``shape`` it normalizes, on ``input``'s device (see :func:`_batch_norm`)."""
-    _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias), shape)
+                           activation, sized=True):
+    """BatchNorm's arguments against the ``shape`` it normalizes, on ``input``'s device (see :func:`_batch_norm`);
+    the vectors' sizes where ``sized``."""
+    _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias), shape, sized)
     _check_running_no_grad(op, running_mean, running_var)
     if (running_mean is None) != (running_var is None):
         given = "running_mean" if running_var is None else "running_var"

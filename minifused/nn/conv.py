@@ -132,7 +132,7 @@ class Conv2d(Module):
         (``Sequential`` fuses Conv2d, BatchNorm2d and a ReLU so): the same checks and kernels, so the same numbers
         and errors; the two calls themselves for an unbatched input, under autocast, for a subclass with its
         own ``_conv_forward`` or a norm with its own ``_check_input_dim``, or an input of no channels (F.conv2d's
-        empty result)."""
+        empty result of 0 channels, which BatchNorm copies unchecked, as PyTorch's)."""
         if (not isinstance(x, Tensor) or x.ndim != 4 or not x.shape[1] or backend.autocast_dtypes()
                 or overrides_conv_forward(self, Conv2d)
                 or type(norm)._check_input_dim is not _BatchNorm._check_input_dim):

@@ -2,6 +2,7 @@
 ``LocalResponseNorm``, ``CrossMapLRN2d`` (PyTorch's names, shapes, buffers and init)."""
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 import warnings
@@ -218,8 +219,8 @@ class _BatchNorm(_NormBase):
         if len(shape) < 2:
             raise InputError(f"{name}: expected an input with a channel dimension (N, C, ...), got shape "
                              f"{list(shape)}")
-        channels = self._tensor_channels()
-        if channels is not None and shape[1] != channels:
+        channels = self._tensor_channels()  # (an empty input is not checked: PyTorch's reads none of the vectors)
+        if channels is not None and shape[1] != channels and math.prod(shape):
             raise InputError(f"{name}: expected {channels} channels (num_features) in dimension 1, got "
                              f"input of shape {list(shape)}")
 
