@@ -3,7 +3,6 @@ Identity), Module hooks and ``apply``, and ``nn.utils``; on the GPU, interpolate
 padding and embedding gradients against PyTorch. The functional ops' values, gradients and bad inputs
 are in the registry (tests/opinfo.py, ``LAYER_OPS``)."""
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -279,6 +278,21 @@ def test_pad_amounts_may_be_integer_tensors_of_one_element():
     for bad in (mf.tensor(1.0), mf.tensor([1, 2])):
         with pytest.raises(TypeError, match=r"pad: pad must be a tuple of ints, got \(tensor"):
             F.pad(cpu(x), (bad, 1))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("shape,pad", [((1, 0, 4, 4), (1, 1, 1, 1)), ((1, 0, 4, 4), (0, 0, 0, 0)), ((0, 4), (1, 1)),
+                                       ((2, 0, 4), (1, 1, 1, 1)), ((2, 3, 4, 0), (0, 0, 1, 1))])
+def test_reflect_and_replicate_refuse_an_empty_dimension_but_the_batch(mode, shape, pad):
+    """PyTorch's reflect and replicate pads take an empty batch only: an empty channel (a Conv2d(0, C,
+    padding_mode='reflect')'s input) or an empty dimension of an unbatched input raises its RuntimeError, even with
+    pads of 0."""
+    with pytest.raises(RuntimeError, match=f"mode '{mode}' expects .* non-zero dimensions, got shape"):
+        F.pad(cpu(np.zeros(shape)), pad, mode=mode)
+    assert tuple(F.pad(cpu(np.zeros((0, 2, 4, 4))), (1, 1, 2, 2), mode=mode).shape) == (0, 2, 8, 6)
+    assert tuple(F.pad(cpu(np.zeros((0, 3, 4))), (1, 2), mode=mode).shape) == (0, 3, 7)
+    with pytest.raises(RuntimeError, match="non-zero dimensions"):
+        nn.Conv2d(0, 2, 3, padding=1, padding_mode=mode)(mf.zeros(1, 0, 4, 4))
 
 
 # ---------------------------------------------------------------- embedding

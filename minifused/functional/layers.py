@@ -76,6 +76,9 @@ def pad(input, pad, mode="constant", value=None):
             raise NotImplementedInputError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 dimensions of a {k + 1}-D "
                                            f"or {k + 2}-D input (len(pad) = 2, 4, 6), got padding length {len(pad)} "
                                            f"for a {nd}-D input of shape {shape}")
+        if mode != "circular" and 0 in (shape[1:] if nd == k + 2 else shape):  # (whatever the pads, as PyTorch)
+            raise InputError(f"{op}: mode {mode!r} expects a {k + 1}-D or {k + 2}-D (batch mode) input with possibly "
+                             f"0 batch size and other non-zero dimensions, got shape {shape}")
         for d in range(nd - k, nd):
             n, (lo, hi) = shape[d], pairs[d]
             if mode == "reflect" and max(lo, hi) >= n:
@@ -85,8 +88,6 @@ def pad(input, pad, mode="constant", value=None):
                 raise InputError(f"{op}: circular padding {(lo, hi)} of dimension {d} must be at most its "
                                  f"size {n} (after cropping): it would wrap around more than once (input "
                                  f"shape {shape})")
-            if mode == "replicate" and n == 0 and max(lo, hi) > 0:
-                raise InputError(f"{op}: replicate padding of an empty dimension {d} (input shape {shape})")
             if n + min(lo, 0) + min(hi, 0) < 0:
                 raise InputError(f"{op}: input size {n} of dimension {d} plus padding {(lo, hi)} gives a "
                                  f"negative output size")
