@@ -579,6 +579,33 @@ def test_full_backward_hook_gives_zeros_for_a_tensor_input_that_needs_no_grad_be
     assert grad_idx.dtype == mf.int64 and grad_idx.tolist() == [0, 0]
     np.testing.assert_array_equal(a.grad.numpy(), [0.0, 4.0])
 
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_full_backward_hooks_see_none_for_an_unused_output(create_graph):
+    """PyTorch's grad_output holds None (not zeros) for an output the loss does not use, in the backward pre-hooks
+    and the full backward hooks alike; a pre-hook may replace it with a gradient, which then flows."""
+    class Three(nn.Module):
+        def forward(self, x, y):
+            return x * y, x + y, x - y
+
+    def listed(gs):
+        return [None if g is None else g.tolist() for g in gs]
+
+    m, seen = Three(), []
+    m.register_full_backward_pre_hook(lambda mod, go: seen.append(("pre", listed(go))))
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append(("bw", listed(gi), listed(go))))
+    x, y = cpu([2.0], requires_grad=True), cpu([3.0], requires_grad=True)
+    prod, _, diff = m(x, y)
+    gx, gy = mf.autograd.grad((prod + 3 * diff).sum(), (x, y), create_graph=create_graph)
+    assert seen == [("pre", [[1.0], None, [3.0]]), ("bw", [[6.0], [-1.0]], [[1.0], None, [3.0]])]  # PyTorch's
+    assert gx.tolist() == [6.0] and gy.tolist() == [-1.0]
+    m = Three()
+    m.register_full_backward_pre_hook(lambda mod, go: tuple(cpu([1.0]) if g is None else g for g in go))
+    prod, _, _ = m(x, y)
+    prod.sum().backward()
+    assert x.grad.tolist() == [5.0] and y.grad.tolist() == [2.0]  # y + 1 + 1, x + 1 - 1
+
+
 def test_apply_visits_children_first_and_returns_self():
     seq = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Linear(2, 1)))
     order = []

@@ -129,14 +129,17 @@ def _add_found(found, t, g):
 
 
 def _output_grads(ctx, pending, found, targets):
-    """``ctx``'s outputs' gradient tensors (zeros for those that got none; None if none got one), after their
-    hooks; retained grads and wanted non-leaf tensors get theirs."""
+    """``ctx``'s outputs' gradient tensors (zeros for those that got none, unless its Function takes None: see
+    ``Function.materialize_grads``; None if none got one), after their hooks; retained grads and wanted non-leaf
+    tensors get theirs."""
     grads = [pending.pop((id(ctx), i), None) for i in range(len(ctx.out_meta))]
     if all(g is None for g in grads):
         return None
     like = next(g for g in grads if g is not None)
     for i, (shape, dtype) in enumerate(ctx.out_meta):
         if grads[i] is None:
+            if not ctx.fn.materialize_grads:
+                continue
             grads[i] = _Tensor._from_array(like._xp.zeros(shape, dtype))
         if ctx.hooks and i in ctx.hooks:
             grads[i] = run_hooks(ctx.hooks[i], grads[i])

@@ -225,6 +225,9 @@ class Function:
     #: ``apply_`` may write into an expanded view (several elements at one memory location): an indexed write,
     #: which PyTorch allows there (see :func:`refuse_internal_overlap`)
     writes_overlap = False
+    #: whether the walk hands ``backward`` zeros for an output that got no gradient (False: None, as PyTorch's
+    #: module backward hooks see an unused output's)
+    materialize_grads = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -227,8 +227,8 @@ def _output_grads(ctx, pending):
 def _prepare_grads(ctx, grads):
     for i, (shape, dtype) in enumerate(ctx.out_meta):
         if grads[i] is None:
-            if getattr(ctx, "user_ctx", None) is not None:  # a custom Function's: it materializes its own
-                continue
+            if getattr(ctx, "user_ctx", None) is not None or not ctx.fn.materialize_grads:  # (a custom Function
+                continue  # materializes its own)
             grads[i] = backend.array_module(_any_array(grads)).zeros(shape, dtype)
         elif ctx.hooks and i in ctx.hooks:
             grads[i] = _run_hooks(ctx.hooks[i], grads[i])

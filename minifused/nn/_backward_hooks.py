@@ -94,6 +94,8 @@ class _InputNode(_HookNode):
 
 
 class _OutputNode(_HookNode):
+    materialize_grads = False  # an unused output's grad_output is None, as PyTorch's
+
     @staticmethod
     def hooks(state, grads):
         grad_output = tuple(grads)
