@@ -470,7 +470,8 @@ def test_bad_scheduler_arguments(make, exc, pattern):
 
 def test_constant_lr_factor_zero():
     """Factor 0 holds the lr at 0 (a frozen start); PyTorch's divides by it at total_iters to restore the lr (a
-    ZeroDivisionError): here a ValueError that says why. Ended by a SequentialLR before then, it runs."""
+    ZeroDivisionError): here one that says why, the lr left as it was. Ended by a SequentialLR before then, it
+    runs."""
     opt = _opt()
     sched = S.ConstantLR(opt, factor=0.0, total_iters=3)
     seen = [sched.get_last_lr()]
@@ -480,8 +481,9 @@ def test_constant_lr_factor_zero():
         seen.append(sched.get_last_lr())
     assert seen == [[0.0, 0.0]] * 3
     opt.step()
-    with pytest.raises(ValueError, match="ConstantLR: a factor of 0 cannot be undone at total_iters=3"):
+    with pytest.raises(ZeroDivisionError, match="ConstantLR: a factor of 0 cannot be undone at total_iters=3"):
         sched.step()
+    assert sched.last_epoch == 3 and sched.get_last_lr() == [0.0, 0.0] == [g["lr"] for g in opt.param_groups]
     opt = _opt()
     seq = S.SequentialLR(opt, [S.ConstantLR(opt, factor=0.0, total_iters=3), S.ExponentialLR(opt, 0.5)], [3])
     assert _lrs(seq, opt, 4) == pytest.approx([0.0, 0.0, 0.0, 0.1, 0.05], rel=1e-15)
