@@ -387,6 +387,17 @@ def _refuse_containers(op, a, b):
                                  f"tensor first: minifused.tensor(...))")
 
 
+def _cpu_scalar_moved(op, a, b):
+    """``a`` and ``b`` on two devices: a 0-d cpu tensor joins a cuda one on its device, as PyTorch's binary ops take
+    a cpu scalar tensor beside a cuda tensor (``cuda_acc > best_acc`` after a checkpoint loaded to the cpu); any
+    other pair is refused."""
+    for s, t in ((a, b), (b, a)):
+        if s.ndim == 0 and s.device.type == "cpu" and t.device.type == "cuda":
+            moved = s.to(t.device)
+            return (moved, t) if s is a else (t, moved)
+    raise RuntimeError(f"{op}: expected all tensors on the same device, got {a.device} and {b.device}")
+
+
 def binary_operands(op, a, b, broadcast=True):
     """Check devices and shapes and promote dtypes of a binary op's operands.
 
@@ -406,8 +417,7 @@ def binary_operands(op, a, b, broadcast=True):
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         if type(a._data) is not type(b._data) or a.device != b.device:
-            raise RuntimeError(
-                f"{op}: expected all tensors on the same device, got {a.device} and {b.device}")
+            a, b = _cpu_scalar_moved(op, a, b)
         if broadcast and a.shape != b.shape:
             broadcast_shape(op, a.shape, b.shape)
         if a.dtype != b.dtype:

@@ -310,11 +310,12 @@ class Optimizer:
         params = [p for g in self.param_groups for p in g["params"]]
         with_grad = [p for p in params if p._grad is not None]
         at = {id(p): j for j, p in enumerate(replay.params)}
+        # (None: a parameter that keeps no state, as plain SGD's; a replay then checks that it still keeps none)
         states = [dict.get(self.state, id(p)) for p in with_grad]
-        if (len(at) != len(with_grad) or any(id(p) not in at for p in with_grad) or None in states
+        if (len(at) != len(with_grad) or any(id(p) not in at for p in with_grad)
                 or not all(backend.is_cuda_array(p._grad._data) for p in with_grad)):
             return
-        items = [kv for st in states for kv in st.items()]
+        items = [kv for st in states if st is not None for kv in st.items()]
         values = [v for _, v in items]
         tensors = [v for v in values if isinstance(v, Tensor)]
         self._recorded = _Recorded(
@@ -352,7 +353,7 @@ class Optimizer:
         states = [dict.get(self.state, id(p)) for p in rec.with_grad]
         if not all(map(operator.is_, states, rec.states)):
             return False
-        items = [kv for st in states for kv in st.items()]
+        items = [kv for st in states if st is not None for kv in st.items()]
         if (len(items) != len(rec.values) or not all(map(operator.is_, [v for _, v in items], rec.values))
                 or [k for k, _ in items] != rec.keys
                 or not all(map(operator.is_, [t._data for t in rec.tensors], rec.arrays))):
