@@ -141,7 +141,8 @@ CPU_ARGS = {
     "text_audio_idioms[wavenet]": ["--arch", "wavenet", "--features", "spectrogram", "--steps", "16", "--seed", "0"],
     "segmentation_idioms": ["--steps", "20", "--seed", "0"],
     "segmentation_idioms[focal]": ["--seg-loss", "focal", "--box-loss", "huber", "--scheduler", "step", "--steps", "20",
-                                   "--seed", "0"],    "classic_cnn_idioms": ["--opt", "adamw", "--lr", "0.004", "--dropout", "0.2", "--model-ema", "--steps", "32",
+                                   "--seed", "0"],
+    "classic_cnn_idioms": ["--opt", "adamw", "--lr", "0.004", "--dropout", "0.2", "--model-ema", "--steps", "32",
                            "--seed", "0"],
 }
 
@@ -238,7 +239,8 @@ PARITY_ARGS = {
     # lr 0.005: at the default 0.05 a single ReLU flip moves PyTorch's own run by 3e-3 under a 1e-6 perturbation
     "segmentation_idioms": ["--lr", "0.005", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
     "segmentation_idioms[focal]": ["--seg-loss", "focal", "--box-loss", "huber", "--scheduler", "step", "--lr",
-                                   "0.005", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],    # RMSprop (eps 0.0316): the VGG's normal(0, 0.01) classifier gets gradients near Adam's eps, where AdamW amplifies
+                                   "0.005", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    # RMSprop (eps 0.0316): the VGG's normal(0, 0.01) classifier gets gradients near Adam's eps, where AdamW amplifies
     # last-bit differences (PyTorch's own run moves by 5e-4 under a 1e-6 perturbation of its weights)
     "classic_cnn_idioms": ["--opt", "rmsprop", "--lr", "0.01", "--lr-warmup-method", "constant", "--lr-scheduler",
                            "steplr", "--model-ema", "--dropout", "0", "--no-shuffle", "--steps", str(PARITY_STEPS),
