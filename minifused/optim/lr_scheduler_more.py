@@ -268,9 +268,9 @@ class ConstantLR(LRScheduler):
             return self._lrs()
         if self.factor == 0:  # (PyTorch's divides by zero here, its ZeroDivisionError; a factor 0 that is never
             # undone, ended by a SequentialLR before total_iters, is fine)
-            raise ZeroDivisionError(f"ConstantLR: a factor of 0 cannot be undone at total_iters={self.total_iters} (the "
-                             f"lr is restored by dividing by the factor); use a small positive factor, or end this "
-                             f"scheduler before then (SequentialLR)")
+            raise ZeroDivisionError(f"ConstantLR: a factor of 0 cannot be undone at total_iters={self.total_iters} "
+                                    f"(the lr is restored by dividing by the factor); use a small positive factor, or "
+                                    f"end this scheduler before then (SequentialLR)")
         return [lr * (1.0 / self.factor) for lr in self._lrs()]  # (PyTorch's rounding: not lr / factor)
 
     def _get_closed_form_lr(self):
