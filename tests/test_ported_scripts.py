@@ -31,16 +31,16 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
 # apart, leaves the parity band: an instance norm's output near 0 crosses its ReLU), vit_idioms[encoder] (PyTorch
 # 2.11's nn.TransformerEncoder run on the GPU machine, on either device, parts from minifused's by 0.1 % from step 4,
-# where PyTorch 2.13's CPU run and minifused's agree to 2e-7 over the 20 steps), classic_cnn_idioms and
-# gan_regularization_idioms (their CPU runs agree with PyTorch 2.13's to 3e-7 / 2e-6 with PARITY_ARGS; not yet run
-# against PyTorch on the GPU: classic_cnn_idioms' cuda run stopped at a cpu scalar tensor beside a cuda one, which
-# binary ops now take)
+# where PyTorch 2.13's CPU run and minifused's agree to 2e-7 over the 20 steps), classic_cnn_idioms,
+# gan_regularization_idioms and tabular_idioms (their CPU runs agree with PyTorch 2.13's to 3e-7 / 2e-6 / 2.5e-6
+# with PARITY_ARGS; not yet run against PyTorch on the GPU: classic_cnn_idioms' cuda run stopped at a cpu scalar
+# tensor beside a cuda one, which binary ops now take)
 CPU_SCRIPTS = tuple(name for name in SCRIPTS if not name.startswith("zoo_")) + (
     "resnet_idioms", "vae_distributions", "training_loop_idioms", "cifar_tricks", "style_transfer_idioms",
     "zoo_classifiers[resnet50]", "zoo_classifiers[resnext]", "zoo_classifiers[mobilenetv2]",
     "zoo_classifiers[mobilenetv3]", "zoo_classifiers[efficientnet]", "zoo_classifiers[densenet]", "zoo_unet[transpose]",
     "zoo_unet[bilinear]", "vit_idioms[encoder]", "classic_cnn_idioms", "gan_regularization_idioms",
-    "gan_regularization_idioms[hinge]")
+    "gan_regularization_idioms[hinge]", "tabular_idioms")
 
 
 def script_of(run):
@@ -150,6 +150,7 @@ CPU_ARGS = {
     "gan_regularization_idioms": ["--steps", "15", "--seed", "0"],
     "gan_regularization_idioms[hinge]": ["--loss", "hinge", "--norm", "layer", "--spectral-norm", "--steps", "15",
                                          "--seed", "0"],
+    "tabular_idioms": ["--steps", "120", "--seed", "0"],
 }
 
 
@@ -254,6 +255,9 @@ PARITY_ARGS = {
     "gan_regularization_idioms": ["--steps", str(PARITY_STEPS), "--seed", "3"],
     "gan_regularization_idioms[hinge]": ["--loss", "hinge", "--norm", "layer", "--spectral-norm", "--steps",
                                          str(PARITY_STEPS), "--seed", "3"],
+    # a small training set: the plateau scheduler halves the lr twice within the 20 steps
+    "tabular_idioms": ["--train-size", "32", "--batch-size", "16", "--lr", "0.01", "--patience", "20", "--dropout", "0",
+                       "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
