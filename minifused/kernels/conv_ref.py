@@ -1,10 +1,11 @@
 """NumPy references of the conv2d primitives (written for either array module), and the ReLU mask's packing.
 
 Each ``*_ref`` has the signature and results of its primitive in :mod:`.conv`, accumulating in
-:func:`acc_dtype`; they are also the cpu path. The forward and the filter gradient are im2col (one copy of the
-strided windows) plus batched GEMMs; the backward takes the output gradient channel-major, (K, N, P, Q), which
-makes the data gradient one GEMM per group plus a col2im of contiguous blocks. On NumPy all three lower a few
-images at a time (:data:`COLUMN_BYTES`), in cache. The ReLU mask is bit-packed:
+:func:`acc_dtype`; they are also the cpu path. They work channel-major: the lowered input is (C*R*S, N*P*Q)
+(im2col, one copy of the strided windows), so the forward (K, N*P*Q) and, from the output gradient taken as
+(K, N, P, Q), the filter gradient are one GEMM per group and slice of images, and the data gradient one GEMM
+per group plus a col2im of contiguous blocks. On NumPy all three lower a few images at a time
+(:data:`COLUMN_BYTES`), in cache. The ReLU mask is bit-packed:
 uint32 of shape (K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where
 y[n, k, p, q] > 0 or is NaN (m = n*P*Q + p*Q + q): a NaN passes its gradient, as in PyTorch.
 """
@@ -20,12 +21,17 @@ from .conv_plan import out_size
 # ---------------------------------------------------------------- ReLU mask (bit-packed)
 def pack_mask(positive):
     """(N, K, P, Q) booleans -> (K, ceil(N*P*Q/32)) uint32, bit m%32 of word m//32."""
-    xp = backend.array_module(positive)
     n, k, p, q = positive.shape
-    m = n * p * q
+    return _pack_rows(positive.transpose(1, 0, 2, 3).reshape(k, n * p * q))
+
+
+def _pack_rows(rows):
+    """:func:`pack_mask` of the booleans already channel-major, (K, M)."""
+    xp = backend.array_module(rows)
+    k, m = rows.shape
     words = (m + 31) // 32
     bits = xp.zeros((k, words * 32), bool if xp is np else np.uint32)
-    bits[:, :m] = positive.transpose(1, 0, 2, 3).reshape(k, m)
+    bits[:, :m] = rows
     if xp is np:  # the little-endian bytes of little-endian bit order are the words
         return np.packbits(bits, axis=1, bitorder="little").view("<u4").astype(np.uint32, copy=False)
     shifts = xp.arange(32, dtype=np.uint32)
@@ -64,15 +70,16 @@ def _padded(xf, padding):
 
 
 def _columns(x, r, s, p, q, stride, padding, dilation):
-    """The lowered input (N, C*R*S, P*Q): row (c, i, j) holds the padded input under filter tap (i, j) of
-    channel c at every output position, so one batched GEMM with the (K, C*R*S) weight gives NCHW."""
+    """The lowered input (C*R*S, N*P*Q): row (c, i, j) holds the padded input under filter tap (i, j) of channel
+    c at every output position (n, p, q), so that one GEMM with the (K, C*R*S) weight gives the output
+    channel-major, and one with the channel-major output gradient the filter gradient."""
     xp = backend.array_module(x)
     xpad = _padded(x, padding)
     sn, sc, sh, sw = xpad.strides
     n, c = xpad.shape[:2]
-    view = _as_strided(xp, xpad, (n, c, r, s, p, q),
-                       (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]))
-    return xp.ascontiguousarray(view).reshape(n, c * r * s, p * q)
+    view = _as_strided(xp, xpad, (c, r, s, n, p, q),
+                       (sc, sh * dilation[0], sw * dilation[1], sn, sh * stride[0], sw * stride[1]))
+    return xp.ascontiguousarray(view).reshape(c * r * s, n * p * q)
 
 
 # ---------------------------------------------------------------- references
@@ -95,27 +102,23 @@ def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=
     p = out_size(h, r, stride[0], padding[0], dilation[0])
     q = out_size(wd, s, stride[1], padding[1], dilation[1])
     xa = x.astype(acc, copy=False)
-    w2 = w.astype(acc, copy=False).reshape(k, cg * r * s)
-    kg, rows = k // groups, cg * r * s
-    y = xp.empty((n, k, p * q), acc)
-    step = _image_step(xp, n, c * r * s * p * q * y.itemsize)
+    kg, rows, pq = k // groups, cg * r * s, p * q
+    wg = w.astype(acc, copy=False).reshape(groups, kg, rows)
+    y = xp.empty((k, n * pq), acc)  # channel-major, as the ReLU mask is: NCHW by one copy at the end
+    step = _image_step(xp, n, c * r * s * pq * y.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         cols = _columns(xa[n0:n1], r, s, p, q, stride, padding, dilation)
-        if groups == 1:
-            xp.matmul(w2, cols, out=y[n0:n1])
-        else:
-            for g in range(groups):
-                y[n0:n1, g * kg:(g + 1) * kg] = xp.matmul(w2[g * kg:(g + 1) * kg], cols[:, g * rows:(g + 1) * rows])
-    y = y.reshape(n, k, p, q)
+        for g in range(groups):
+            xp.matmul(wg[g], cols[g * rows:(g + 1) * rows], out=y[g * kg:(g + 1) * kg, n0 * pq:n1 * pq])
     if bias is not None:
-        y += bias.astype(acc)[None, :, None, None]
+        y += bias.astype(acc)[:, None]
     mask = None
     if activation == "relu":
         xp.maximum(y, 0, out=y)
         if want_mask:
-            mask = pack_mask(~(y <= 0))  # NaN kept with its gradient, as in PyTorch
-    return y.astype(x.dtype, copy=False), mask
+            mask = _pack_rows(~(y <= 0))  # NaN kept with its gradient, as in PyTorch
+    return y.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(x.dtype, order="C"), mask
 
 
 def _data_grad(dk, wf, x_shape, stride, padding, dilation, groups):
@@ -157,22 +160,21 @@ def _channel_major(dy, acc, mask=None):
     return clear_unset(dk, _mask_bits(mask, n * p * q).reshape(dk.shape))
 
 
-def _filter_grad(d, xf, w_shape, stride, padding, dilation, groups):
-    """dW in ``d``'s dtype from the (masked) output gradient ``d`` and the input ``xf``: per slice of images
-    their columns, then ``dY_n cols_n^T`` (one batched GEMM) summed over the slice, and the slices' sums added."""
-    xp = backend.array_module(d)
+def _filter_grad(dk, xf, w_shape, stride, padding, dilation, groups):
+    """dW in ``dk``'s dtype from the (masked) output gradient as a C-contiguous (K, N, P, Q) ``dk`` and the input
+    ``xf``: per group and slice of images one GEMM, ``dY cols^T``, the slices' products added."""
+    xp = backend.array_module(dk)
     k, cg, r, s = w_shape
-    n, _, p, q = d.shape
-    d2 = d.reshape(n, k, p * q)
-    kg, rows = k // groups, cg * r * s
-    dw = xp.zeros((k, rows), d.dtype)
-    step = _image_step(xp, n, xf.shape[1] * r * s * p * q * d.itemsize)
+    _, n, p, q = dk.shape
+    kg, rows, pq = k // groups, cg * r * s, p * q
+    d2 = dk.reshape(k, n * pq)
+    dw = xp.zeros((k, rows), dk.dtype)
+    step = _image_step(xp, n, xf.shape[1] * r * s * pq * dk.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         cols = _columns(xf[n0:n1], r, s, p, q, stride, padding, dilation)
         for g in range(groups):
-            dw[g * kg:(g + 1) * kg] += xp.matmul(d2[n0:n1, g * kg:(g + 1) * kg],
-                                                 cols[:, g * rows:(g + 1) * rows].transpose(0, 2, 1)).sum(axis=0)
+            dw[g * kg:(g + 1) * kg] += d2[g * kg:(g + 1) * kg, n0 * pq:n1 * pq] @ cols[g * rows:(g + 1) * rows].T
     return dw.reshape(w_shape)
 
 
@@ -190,8 +192,8 @@ def conv2d_backward_ref(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1)
                 x.dtype, copy=False))
     if need_dw:
         dw = xp.ascontiguousarray(
-            _filter_grad(dk.transpose(1, 0, 2, 3), x.astype(acc, copy=False), w.shape, stride, padding, dilation,
-                         groups).astype(w.dtype, copy=False))
+            _filter_grad(dk, x.astype(acc, copy=False), w.shape, stride, padding, dilation, groups).astype(
+                w.dtype, copy=False))
     return dx, dw, db
 
 
@@ -204,4 +206,5 @@ def conv2d_backward_data_ref(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dila
 
 def conv2d_backward_filter_ref(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     acc = acc_dtype(dy.dtype)
-    return _filter_grad(dy.astype(acc), x.astype(acc), w_shape, stride, padding, dilation, groups).astype(dy.dtype)
+    return _filter_grad(_channel_major(dy, acc), x.astype(acc), w_shape, stride, padding, dilation, groups).astype(
+        dy.dtype)
