@@ -22,20 +22,24 @@ from .conv_plan import out_size
 def pack_mask(positive):
     """(N, K, P, Q) booleans -> (K, ceil(N*P*Q/32)) uint32, bit m%32 of word m//32."""
     n, k, p, q = positive.shape
-    return _pack_rows(positive.transpose(1, 0, 2, 3).reshape(k, n * p * q))
+    bits = _mask_rows(backend.array_module(positive), k, n * p * q)
+    bits[:, :n * p * q] = positive.transpose(1, 0, 2, 3).reshape(k, n * p * q)
+    return _pack_rows(bits)
 
 
-def _pack_rows(rows):
-    """:func:`pack_mask` of the booleans already channel-major, (K, M)."""
-    xp = backend.array_module(rows)
-    k, m = rows.shape
-    words = (m + 31) // 32
-    bits = xp.zeros((k, words * 32), bool if xp is np else np.uint32)
-    bits[:, :m] = rows
+def _mask_rows(xp, k, m):
+    """Zeroed (K, 32*ceil(M/32)) booleans for :func:`_pack_rows`: the channel-major mask, its tail padded."""
+    return xp.zeros((k, (m + 31) // 32 * 32), bool)
+
+
+def _pack_rows(bits):
+    """The uint32 words of :func:`_mask_rows`'s booleans."""
+    xp = backend.array_module(bits)
+    k, words = bits.shape[0], bits.shape[1] // 32
     if xp is np:  # the little-endian bytes of little-endian bit order are the words
         return np.packbits(bits, axis=1, bitorder="little").view("<u4").astype(np.uint32, copy=False)
     shifts = xp.arange(32, dtype=np.uint32)
-    return (bits.reshape(k, words, 32) << shifts).sum(axis=-1, dtype=np.uint32)
+    return (bits.reshape(k, words, 32).astype(np.uint32) << shifts).sum(axis=-1, dtype=np.uint32)
 
 
 def _mask_bits(mask, m):
@@ -105,19 +109,23 @@ def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=
     kg, rows, pq = k // groups, cg * r * s, p * q
     wg = w.astype(acc, copy=False).reshape(groups, kg, rows)
     y = xp.empty((k, n * pq), acc)  # channel-major, as the ReLU mask is: NCHW by one copy at the end
+    b = None if bias is None else bias.astype(acc)[:, None]
+    keep = _mask_rows(xp, k, n * pq) if activation == "relu" and want_mask else None
     step = _image_step(xp, n, c * r * s * pq * y.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         cols = _columns(xa[n0:n1], r, s, p, q, stride, padding, dilation)
+        ys = y[:, n0 * pq:n1 * pq]
         for g in range(groups):
-            xp.matmul(wg[g], cols[g * rows:(g + 1) * rows], out=y[g * kg:(g + 1) * kg, n0 * pq:n1 * pq])
-    if bias is not None:
-        y += bias.astype(acc)[:, None]
-    mask = None
-    if activation == "relu":
-        xp.maximum(y, 0, out=y)
-        if want_mask:
-            mask = _pack_rows(~(y <= 0))  # NaN kept with its gradient, as in PyTorch
+            xp.matmul(wg[g], cols[g * rows:(g + 1) * rows], out=ys[g * kg:(g + 1) * kg])
+        # the epilogue on the slice while it is in cache
+        if b is not None:
+            ys += b
+        if activation == "relu":
+            xp.maximum(ys, 0, out=ys)
+            if keep is not None:  # not <= 0: NaN kept with its gradient, as in PyTorch
+                xp.logical_not(ys <= 0, out=keep[:, n0 * pq:n1 * pq])
+    mask = None if keep is None else _pack_rows(keep)
     return y.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(x.dtype, order="C"), mask
 
 
