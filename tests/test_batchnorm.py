@@ -2,6 +2,8 @@
 float64 NumPy, gradients against finite differences, the CUDA kernels against the reference (odd shapes,
 poisoned outputs) and against PyTorch on the GPU; channels-last inputs against the same values C-contiguous,
 their outputs channels-last; bad input leaves every state unchanged."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -1300,6 +1302,67 @@ def test_sequential_conv_bn_bad_input_changes_nothing(make, x, exc, words):
         _one_by_one(seq, x())
     after = _bn_state(seq[1])
     assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+CHANGES_AFTER_A_STEP = {  # (what changes between two calls, the input of the second call)
+    "nothing": (lambda s: None, (2, 3, 5, 5)),
+    "a resized running_mean": (lambda s: setattr(s[1], "running_mean", mf.zeros(5)), (2, 3, 5, 5)),
+    "a negative eps": (lambda s: setattr(s[1], "eps", -1.0), (2, 3, 5, 5)),
+    "momentum out of range": (lambda s: setattr(s[1], "momentum", 1.5), (2, 3, 5, 5)),
+    "running_var requiring grad": (lambda s: s[1].running_var.requires_grad_(True), (2, 3, 5, 5)),
+    "a weight of other channels": (lambda s: setattr(s[0].weight, "data", mf.randn(4, 2, 3, 3)), (2, 3, 5, 5)),
+    "a float64 weight": (lambda s: setattr(s[0].weight, "data", s[0].weight.data.double()), (2, 3, 5, 5)),
+    "an input of other channels": (lambda s: None, (2, 2, 5, 5)),
+    "one value per channel": (lambda s: None, (1, 3, 1, 1)),
+    "a float64 input": (lambda s: None, "float64"),
+    "no BatchNorm weight": (lambda s: setattr(s[1], "weight", None), (2, 3, 5, 5)),
+    "another stride": (lambda s: setattr(s[0], "stride", (2, 2)), (2, 3, 5, 5)),
+    "evaluation": (lambda s: s.eval(), (1, 3, 1, 1)),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES_AFTER_A_STEP))
+def test_sequential_conv_bn_checks_again_whatever_changed(monkeypatch, rng, change):
+    """The fused Conv2d and BatchNorm2d skip their checks while all they read equals what the last call's checks
+    passed, and check again after any change to the modules, the input or grad mode: the same result, or the
+    same error with no state changed, as the modules one by one."""
+    import minifused.nn.conv as conv_module
+
+    checked = []
+    run_checks = conv_module._conv2d_batch_norm_checks
+    monkeypatch.setattr(conv_module, "_conv2d_batch_norm_checks", lambda *a, **k: (checked.append(1),
+                                                                                   run_checks(*a, **k))[1])
+    mf.manual_seed(0)
+    seq = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    x = mf.tensor(rng.standard_normal((2, 3, 5, 5)), dtype=mf.float32)
+    seq(x), seq(x)
+    assert len(checked) == 1  # (the second call's checks skipped)
+    make, shape = CHANGES_AFTER_A_STEP[change]
+    make(seq)
+    x = x.double() if shape == "float64" else mf.tensor(rng.standard_normal(shape), dtype=mf.float32)
+    plain = copy.deepcopy(seq)
+    before = _bn_state(seq[1])
+
+    def outcome(run, s):
+        try:
+            return run(s, x).detach().numpy()
+        except (ValueError, TypeError, RuntimeError) as e:
+            return type(e), str(e)
+
+    got, want = outcome(lambda s, x: s(x), seq), outcome(_one_by_one, plain)
+    assert len(checked) == 1 + (change != "nothing")
+    if isinstance(want, tuple):
+        assert got == want
+        after = _bn_state(seq[1])
+        assert all(np.array_equal(before[k], after[k]) for k in before)
+    else:
+        np.testing.assert_array_equal(got, want)
+        for (name, a), b in zip(seq.named_buffers(), plain.buffers()):
+            np.testing.assert_array_equal(host(a), host(b), err_msg=name)
+    with mf.no_grad():  # grad mode is read too (running statistics requiring grad are refused only with it on)
+        seq(x) if not isinstance(want, tuple) or change == "running_var requiring grad" else None
+    assert len(checked) == 1 + (change != "nothing") + (not isinstance(want, tuple)
+                                                         or change == "running_var requiring grad")
 
 
 def test_sequential_conv_bn_sees_in_place_changes_and_retains_its_graph(rng):

@@ -133,13 +133,12 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     return out
 
 
-def _conv2d_batch_norm(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
-                       bn_weight, bn_bias, training, momentum, eps, activation, num_batches_tracked=None,
-                       check_shape=None):
-    """``_batch_norm(conv2d(input, weight, bias, ...), ...)`` (``activation`` in BatchNorm's kernel) as one node of
-    the tape (``nn.Conv2d.forward_with_norm``: ``Sequential``'s Conv2d, BatchNorm2d and ReLU): both functions'
-    checks, in their order (``check_shape(shape)``, the module's own, between them), and their kernels, so the
-    same numbers and errors as the two calls."""
+def _conv2d_batch_norm_checks(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
+                              bn_weight, bn_bias, training, momentum, eps, activation, check_shape=None):
+    """The checks of ``_batch_norm(conv2d(input, weight, bias, ...), ...)`` as one op (``nn.Conv2d.forward_with_norm``:
+    ``Sequential``'s Conv2d, BatchNorm2d and ReLU): both functions' checks, in their order (``check_shape(shape)``,
+    the module's own, between them), so the same errors as the two calls. Returns the convolution's operands as
+    :func:`_conv2d_batch_norm_run` takes them, ``(input, weight, bias, stride, padding, dilation, groups)``."""
     input, weight, bias, stride, padding, dilation, groups = _conv2d_args(input, weight, bias, stride, padding,
                                                                           dilation, groups, None)
     (n, _, h, w), (k, _, r, s) = input.shape, weight.shape
@@ -147,15 +146,52 @@ def _conv2d_batch_norm(input, weight, bias, stride, padding, dilation, groups, r
              out_size(w, s, stride[1], padding[1], dilation[1]))
     if check_shape is not None:
         check_shape(shape)
-    op = "batch_norm"
-    _check_batch_norm_args(op, input, shape, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
-                           activation)
+    _check_batch_norm_args("batch_norm", input, shape, running_mean, running_var, bn_weight, bn_bias, training,
+                           momentum, eps, activation)
+    return input, weight, bias, stride, padding, dilation, groups
+
+
+def _conv2d_batch_norm_run(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
+                           bn_weight, bn_bias, training, momentum, eps, activation, num_batches_tracked):
+    """The convolution and BatchNorm (``activation`` in its kernel) of checked operands as one node of the tape, with
+    both ops' kernels, so the same numbers as the two calls; the running statistics it updated bumped."""
     mean, var, count = _running(training, running_mean, running_var, num_batches_tracked)
     out = _bn_ops.conv_batch_norm(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, mean,
                                   var, bool(training), float(momentum), float(eps), relu=activation == "relu",
                                   count=None if count is None else count._data)
-    _bump_running(op, training, running_mean, running_var, count)
+    _bump_running("batch_norm", training, running_mean, running_var, count)
     return out
+
+
+def _conv2d_batch_norm_signature(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
+                                 bn_weight, bn_bias, training, momentum, eps, activation):
+    """All that :func:`_conv2d_batch_norm_checks` reads of its arguments (and of grad mode), as a tuple of values:
+    the same tuple, the same outcome, so a module keeps the last one its checks passed and skips them while its
+    calls' tuples equal it (a training step's layers ask once per step each). None where a check could warn or
+    change its operands (a padding given as a string, autocast), or an argument is not a tensor, a tuple or a
+    number of the types the modules hold (a list could change in place: a kept one would then equal it)."""
+    if not (type(stride) is type(padding) is type(dilation) is tuple and type(groups) is int
+            and type(momentum) in _NUMBERS and type(eps) in _NUMBERS) or _backend.autocast_dtypes():
+        return None
+    try:
+        return (_array_signature(input), _array_signature(weight), _array_signature(bias),
+                _array_signature(bn_weight), _array_signature(bn_bias), _array_signature(running_mean),
+                _array_signature(running_var), running_mean is not None and running_mean.requires_grad,
+                running_var is not None and running_var.requires_grad, _grad_enabled(), stride, padding, dilation,
+                groups, training, momentum, eps, activation)
+    except AttributeError:  # (not a tensor: the checks name it)
+        return None
+
+
+_NUMBERS = (float, int)
+
+
+def _array_signature(t):
+    """A tensor's (or None's) shape, dtype and device, as the checks read them."""
+    if t is None:
+        return None
+    a = t._data
+    return a.shape, a.dtype, a.data.device_id if _backend.is_cuda_array(a) else -1
 
 
 def _empty_batch_norm(op, input, weight, bias, training, running_mean, count):
