@@ -787,10 +787,19 @@ OPS = [
     OpInfo("maximum", mf.maximum, np.maximum, spelled="mf.maximum", fuzz="binary", domain=("real", "real"),
            aliases={"F.maximum": F.maximum, "Tensor.maximum": lambda a, b: a.maximum(b)},
            torch=lambda T, a, b: T.maximum(a, b), samples=(
-               S("maximum", distinct((3, 4)), distinct((4,))), S("maximum_odd", distinct((33,)), distinct((1,))))),
+               S("maximum", distinct((3, 4)), distinct((4,))), S("maximum_odd", distinct((33,)), distinct((1,)))),
+           # PyTorch 2.13: "maximum(): argument 'other' (position 2) must be Tensor, not float" (clamp_min takes one)
+           errors=(E("maximum_number", lambda: mf.maximum(t(3), 0.), TypeError,
+                     r"maximum\(\): argument 'other' must be Tensor, not float"),
+                   E("maximum_method_number", lambda: t(3).maximum(True), TypeError,
+                     r"maximum\(\): argument 'other' must be Tensor, not bool"))),
     OpInfo("minimum", mf.minimum, np.minimum, spelled="mf.minimum", fuzz="binary", domain=("real", "real"),
            aliases={"F.minimum": F.minimum}, torch=lambda T, a, b: T.minimum(a, b), samples=(
-               S("minimum", distinct((3, 4)), distinct((3, 1))), S("minimum_0d", distinct(()), distinct((5,))))),
+               S("minimum", distinct((3, 4)), distinct((3, 1))), S("minimum_0d", distinct(()), distinct((5,)))),
+           errors=(E("minimum_number", lambda: mf.minimum(mf.tensor([1, 2], device="cpu"), 2), TypeError,
+                     r"minimum\(\): argument 'other' must be Tensor, not int"),
+                   E("minimum_method_number", lambda: t(3).minimum(2.5), TypeError,
+                     r"minimum\(\): argument 'other' must be Tensor, not float"))),
     OpInfo("where", lambda c, a, b: mf.where(c > 0, a, b), lambda c, a, b: np.where(c > 0, a, b),
            spelled="mf.where", aliases={"F.where": lambda c, a, b: F.where(c > 0, a, b)},
            torch=lambda T, c, a, b: T.where(c > 0, a, b), samples=(

@@ -96,8 +96,8 @@ KINKED = {
     "clamp_min": lambda x: mf.clamp(x, min=0.1) ** 2,
     "clamp_max": lambda x: mf.clamp(x, max=-0.1) ** 2,
     "clamp_": lambda x: (x * x).clamp_(0.1, 1.3) * x,
-    "maximum_number": lambda x: mf.maximum(x, 0.1) * x,
-    "minimum_number": lambda x: mf.minimum(x * x, 1.1) * x,
+    "maximum_0d": lambda x: mf.maximum(x, x.new_tensor(0.1)) * x,
+    "minimum_0d": lambda x: mf.minimum(x * x, x.new_tensor(1.1)) * x,
 }
 
 

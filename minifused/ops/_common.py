@@ -497,6 +497,14 @@ def opmath_operands(op, a, b, floating=False):
     return (*(float_operands if floating else binary_operands)(op, a, b), None)
 
 
+def check_tensors(op, **named):
+    """Each named argument a Tensor, as PyTorch's argument parser wants where an op has no overload for a Python
+    number (``maximum(x, 0.)``, ``outer(x, 2)``): a TypeError naming the op, the argument and what came."""
+    for name, v in named.items():
+        if not isinstance(v, Tensor):
+            raise InputTypeError(f"{op}(): argument '{name}' must be Tensor, not {type(v).__name__}")
+
+
 def check_bools(op, **flags):
     """PyTorch's bool arguments (``keepdim``, ``descending``, ``equal_nan`` ...): a bool, no other truthy value (a
     string, a 1), refused as PyTorch's argument parser refuses it."""

@@ -14,8 +14,8 @@ from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha,
-                      opmath_operands, promote, promote_operands, scalar_result_dtype, shape_of, unbroadcast,
-                      unbroadcast_graph, wrapped)
+                      check_tensors, opmath_operands, promote, promote_operands, scalar_result_dtype, shape_of,
+                      unbroadcast, unbroadcast_graph, wrapped)
 from .logic import nonzero
 from .shape import contiguous_format, preserve_format, result_format
 from ..backend import InputError, InputTypeError
@@ -946,11 +946,13 @@ class Minimum(Maximum):
 
 
 def maximum(input, other):
+    check_tensors("maximum", other=other)  # (PyTorch's takes no Python number: clamp_min does)
     input, other = binary_operands("maximum", input, other)
     return Maximum.apply(input, other)
 
 
 def minimum(input, other):
+    check_tensors("minimum", other=other)
     input, other = binary_operands("minimum", input, other)
     return Minimum.apply(input, other)
 
