@@ -226,3 +226,33 @@ def test_pytorchs_helpers_for_optimizers_written_for_it():
     assert modes == [False] and mf.is_grad_enabled() and Plain.step.__name__ == "step"
     np.testing.assert_array_equal(p.detach().numpy(), [0.75, 0.75])
     assert _get_value(mf.tensor(2.0)) == 2.0 and _get_value(3) == 3
+
+
+# p = [1, -2] with gradient [0.5, 1]: one step at lr 0, one at lr 0.1, by PyTorch 2.13 (CPU) with the group replaced
+# by a plain dict between construction and the first step
+PLAIN_DICT_STEPS = {
+    "SGD": [0.949999988079071, -2.0999999046325684], "Adam": [0.8999999761581421, -2.0999999046325684],
+    "AdamW": [0.8989999890327454, -2.0980000495910645], "RMSprop": [0.291118860244751, -2.708881139755249],
+    "Adagrad": [0.9292893409729004, -2.0707106590270996], "Adadelta": [0.9996755719184875, -2.0003244876861572],
+    "Adamax": [0.8999999761581421, -2.0999999046325684], "NAdam": [0.9216315746307373, -2.0783684253692627],
+    "RAdam": [0.949999988079071, -2.0999999046325684], "ASGD": [1.0, -2.0],
+    "Rprop": [0.9999977946281433, -2.000002145767212],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN_DICT_STEPS))
+def test_a_plain_dict_put_in_param_groups_steps_with_its_current_entries(name):
+    """``opt.param_groups[0] = {...}`` (a plain dict, as PyTorch's groups are) steps, reading the dict's entries at
+    each step: an lr of 0 leaves the parameter, then the lr the dict was changed to moves it as PyTorch's does."""
+    p = nn.Parameter(mf.tensor([1.0, -2.0]))
+    opt = getattr(optim, name)([p], lr=0.1)
+    d = dict(opt.param_groups[0], lr=0.0)
+    opt.param_groups[0] = d
+    p.grad = mf.tensor([0.5, 1.0])
+    opt.step()
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0, -2.0] if name != "Rprop" else
+                                  np.float32([0.9999989867210388, -2.0000009536743164]))
+    d["lr"] = 0.1
+    opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), PLAIN_DICT_STEPS[name], rtol=1e-6)
+    assert opt.state_dict()["param_groups"][0]["lr"] == 0.1

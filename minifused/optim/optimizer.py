@@ -388,10 +388,12 @@ class Optimizer:
         once every gradient and every group's hyper-parameters have been checked: a step that fails changes
         nothing (a learning rate set to a string in the last group fails before the first group moves)."""
         self._check_grads()
-        for g in self.param_groups:
-            if isinstance(g, _Group):
-                g._values()
-        for g in self.param_groups:
+        # (a plain dict put in param_groups by hand, as PyTorch's allow, is read through a group made of its entries
+        # for this step: its user may go on changing it)
+        groups = [g if isinstance(g, _Group) else _Group(g, type(self)._hyper_values) for g in self.param_groups]
+        for g in groups:
+            g._values()
+        for g in groups:
             params = _params_with_grad(g)
             self._follow_layouts(params)
             for device, idx in _by_device(params):
