@@ -1326,16 +1326,18 @@ def test_replayed_steps_equal_full_steps(monkeypatch, name, kw, dtype, device="c
         replayed += [t] * (len(replays) - before)
         for a, b in zip(ps + extra[:1], qs + extra[1:]):
             np.testing.assert_array_equal(host(a.float()), host(b.float()), err_msg=f"step {t}")
-        for a, b in zip(ps, qs):
-            for k, v in opt.state[a].items():
+        for a, b in zip(ps, qs):  # (.get: reading state[p] would store an empty state, which the next step notices)
+            for k, v in opt.state.get(a, {}).items():
                 w = ref.state[b][k]
                 if isinstance(v, mf.Tensor):
                     np.testing.assert_array_equal(host(v.float()), host(w.float()), err_msg=f"{k}, step {t}")
     # which steps replayed: every step whose only change since the last full step is the gradients' values or
     # the lr (the first step is full, with momentum SGD's second too: its first sets the momentum buffers); the
-    # steps after the other changes (3, 4, 6, 7, 8, 9) are full
-    first = [] if name == "SGD" and kw.get("momentum") else [1]
-    assert replayed == first + [2, 5, 10, 11], replayed
+    # steps after the other changes (3, 4, 6, 7, 8, 9) are full, but for plain SGD's after the loaded state dict
+    # (7): it keeps no state for a load to replace
+    stateless = name == "SGD" and not kw.get("momentum")
+    first = [1] if name != "SGD" or stateless else []
+    assert replayed == first + [2, 5] + ([7] if stateless else []) + [10, 11], replayed
 
 
 @pytest.mark.parametrize("name", ["Adam", "AdamW"])

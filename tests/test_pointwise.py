@@ -463,16 +463,16 @@ def test_gpu_takes_a_cpu_scalar_tensor_as_pytorch(torch):
     for fn in (lambda a, s: a * s, lambda a, s: s - a, lambda a, s: a > s, lambda a, s: mf.maximum(a, s)
                if isinstance(a, mf.Tensor) else torch.maximum(a, s)):
         want = fn(torch.tensor(xs, device="cuda"), torch.tensor(1.5, dtype=torch.float64))
-        got = fn(mf.tensor(xs, device="cuda"), mf.tensor(1.5, dtype=mf.float64))
+        got = fn(mf.tensor(xs, device="cuda"), mf.tensor(1.5, dtype=mf.float64, device="cpu"))
         assert got.device == mf.device("cuda") and str(got.dtype) == str(want.dtype).replace("torch.", "")
         np.testing.assert_array_equal(got.cpu().numpy(), want.cpu().numpy())
-    s = mf.tensor(2.0, requires_grad=True)
+    s = mf.tensor(2.0, requires_grad=True, device="cpu")  # (a GPU test's default device is cuda)
     (mf.tensor(xs, device="cuda") * s).sum().backward()
     assert s.grad.device == mf.device("cpu") and s.grad.item() == pytest.approx(float(xs.sum()))
     with pytest.raises(RuntimeError, match="mul: expected all tensors on the same device"):
-        mf.tensor(xs, device="cuda") * mf.tensor([2.0])  # (a 1-d cpu tensor is no scalar)
+        mf.tensor(xs, device="cuda") * mf.tensor([2.0], device="cpu")  # (a 1-d cpu tensor is no scalar)
     with pytest.raises(RuntimeError, match="expected all tensors on the same device"):
-        mf.tensor(xs) * mf.tensor(2.0, device="cuda")  # (nor a cuda scalar beside cpu tensors)
+        mf.tensor(xs, device="cpu") * mf.tensor(2.0, device="cuda")  # (nor a cuda scalar beside cpu tensors)
 
 def test_float32_power_rounds_as_pytorchs_cpu_pow():
     """float32 powers on the CPU as PyTorch's: correctly rounded (the float64 power rounded once: 0.9 ** 4 is
