@@ -1271,7 +1271,11 @@ MATH_OPS = [
                S("fmod", (3, 4), pos((3, 4))), S("fmod_negative_divisor", (6,), pos((6,)),
                                                  fn=lambda a, b: mf.fmod(a, -b), ref=lambda a, b: np.fmod(a, -b)),
                S("fmod_broadcast", (1, 33), pos((5, 1))),
-               S("fmod_scalar", (7,), fn=lambda a: mf.fmod(a, 0.3), ref=lambda a: np.fmod(a, 0.3)))),
+               S("fmod_scalar", (7,), fn=lambda a: mf.fmod(a, 0.3), ref=lambda a: np.fmod(a, 0.3))),
+           # PyTorch 2.13: "fmod() received an invalid combination of arguments - got (float, Tensor)" (remainder
+           # takes a number first, fmod does not)
+           errors=(E("fmod_number_first", lambda: mf.fmod(2.5, t(3)), TypeError,
+                     r"fmod\(\): argument 'input' must be a Tensor, not float"),)),
     OpInfo("repeat_interleave", mf.repeat_interleave, lambda a, repeats, dim=None: np.repeat(a, repeats, dim),
            spelled="mf.repeat_interleave", aliases={"Tensor.repeat_interleave": _method("repeat_interleave")},
            torch=lambda T, a, **kw: T.repeat_interleave(a, **kw), samples=(
@@ -1302,7 +1306,11 @@ MATH_OPS = [
                S("diff_prepend_append", (2, 4), (2, 1), (2, 2),
                  fn=lambda a, p, q: mf.diff(a, prepend=p, append=q),
                  ref=lambda a, p, q: np.diff(np.concatenate([p, a, q], -1)))),
-           errors=(E("diff_0d", lambda: mf.diff(t()), RuntimeError, "diff: diff expects input to be at least"),)),
+           errors=(E("diff_0d", lambda: mf.diff(t()), RuntimeError, "diff: diff expects input to be at least"),
+                   E("diff_prepend_number", lambda: mf.diff(t(3), prepend=2.5), TypeError,
+                     r"diff\(\): argument 'prepend' must be Tensor, not float"),
+                   E("diff_append_number", lambda: t(3).diff(append=1), TypeError,
+                     r"diff\(\): argument 'append' must be Tensor, not int"))),
     OpInfo("var_mean", lambda a, **kw: mf.stack(list(mf.var_mean(a, **kw))),
            lambda a, dim=None, correction=1: np.stack([np.var(a, dim, ddof=correction), np.mean(a, dim)]),
            spelled="mf.var_mean", torch=lambda T, a, **kw: T.stack(list(T.var_mean(a, **kw))), samples=(
@@ -2854,7 +2862,9 @@ REDUCE_OPS = [
     OpInfo("outer", lambda a, b: a.outer(b), np.outer, spelled="Tensor.outer",
            aliases={"mf.outer": mf.outer, "mf.ger": mf.ger, "Tensor.ger": _method("ger")},
            torch=SAME, samples=(S("outer", (3,), (4,)), S("outer_size1", (1,), (33,))),
-           errors=(E("outer_2d", lambda: mf.outer(t(2, 2), t(3)), RuntimeError, "outer: expected 1-D tensors"),)),
+           errors=(E("outer_2d", lambda: mf.outer(t(2, 2), t(3)), RuntimeError, "outer: expected 1-D tensors"),
+                   E("outer_number", lambda: t(3).outer(2.5), TypeError,
+                     r"outer\(\): argument 'vec2' must be Tensor, not float"))),
     OpInfo("addmm", lambda c, a, b, **kw: mf.addmm(c, a, b, **kw),
            lambda c, a, b, beta=1, alpha=1: beta * c + alpha * (a @ b), spelled="mf.addmm",
            aliases={"Tensor.addmm": lambda c, a, b, **kw: c.addmm(a, b, **kw)},

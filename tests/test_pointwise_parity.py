@@ -38,8 +38,9 @@ def test_integer_division_by_zero_raises(op, ref):
     for divisor in (cpu([0, 1]), 0, cpu([0, 1], dtype=mf.uint8)):
         with pytest.raises(RuntimeError, match="integer division by zero"):
             op(a, divisor)
-    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        op(5, cpu([0, 1]))
+    if op is not mf.fmod:  # (PyTorch's fmod takes no number first: a TypeError)
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            op(5, cpu([0, 1]))
     assert op(cpu([], dtype=mf.int64), 0).shape == (0,)  # nothing is divided
     # floating division by zero is fine: inf / NaN as NumPy's float64
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -279,7 +279,7 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
 # ---- the public functions check their tensor argument first, so a list or None gets PyTorch's TypeError
 # naming the function, not an AttributeError from inside (Tensor methods and operators skip the check:
 # their self is a tensor)
-_SCALAR_FIRST_OK = {"add", "sub", "mul", "div", "pow", "remainder", "floor_divide", "fmod", "atan2", "is_tensor",
+_SCALAR_FIRST_OK = {"add", "sub", "mul", "div", "pow", "remainder", "floor_divide", "atan2", "is_tensor",
                     "multiply", "divide", "subtract", "true_divide",
                     "xlogy", "float_power", "bucketize",
                     "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor",

@@ -11,7 +11,8 @@ from .. import backend
 from ..autograd import Function
 from ..kernels.matmul import matmul as cuda_matmul
 from ..tensor import Tensor
-from ._common import autocast_lower, binary_operands, broadcast_shape, dense, unbroadcast, unbroadcast_graph
+from ._common import (autocast_lower, binary_operands, broadcast_shape, check_tensors, dense, unbroadcast,
+                      unbroadcast_graph)
 from .elementwise import add, mul
 from .shape import reshape, transpose
 from ..backend import InputError, InputTypeError
@@ -169,10 +170,10 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """``input[i] * vec2[j]`` for two 1-D tensors (dtypes promoted as ``*`` does)."""
+    check_tensors("outer", input=input, vec2=vec2)
     for name, v in (("first", input), ("second", vec2)):
-        if not isinstance(v, Tensor) or v.ndim != 1:
-            raise RuntimeError(f"outer: expected 1-D tensors, the {name} operand is "
-                               f"{f'{v.ndim}-D' if isinstance(v, Tensor) else type(v).__name__}")
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: expected 1-D tensors, the {name} operand is {v.ndim}-D")
     return mul(reshape(input, -1, 1), reshape(vec2, 1, -1))
 
 

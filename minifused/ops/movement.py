@@ -10,7 +10,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import cast, host_int
+from ._common import cast, check_tensors, host_int
 from .reduce import dim_index as _dim
 from .elementwise import where
 from .indexing import EmbedItem
@@ -394,6 +394,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if input.ndim == 0:
         raise RuntimeError("diff: diff expects input to be at least one-dimensional")
     axis = _dim("diff", dim, input.ndim)
+    check_tensors("diff", **{k: v for k, v in (("prepend", prepend), ("append", append)) if v is not None})
     parts = [t for t in (prepend, input, append) if t is not None]
     if len(parts) > 1:
         input = cat([t if t.ndim == input.ndim else expand(reshape(t, *([1] * input.ndim)), *input.shape[:axis], 1,
