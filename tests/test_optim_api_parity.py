@@ -256,3 +256,28 @@ def test_a_plain_dict_put_in_param_groups_steps_with_its_current_entries(name):
     opt.step()
     np.testing.assert_allclose(p.detach().numpy(), PLAIN_DICT_STEPS[name], rtol=1e-6)
     assert opt.state_dict()["param_groups"][0]["lr"] == 0.1
+
+
+def test_load_state_dict_refuses_group_values_every_step_would_refuse():
+    """A state dict whose group holds an lr that is no number (or betas that are no pair) is refused at load, with
+    nothing taken: PyTorch's loads it and each step raises a TypeError; a group mirrored on a GPU would fail halfway
+    through the load. A loaded betas list becomes a tuple, as the constructor's."""
+    p, q = nn.Parameter(mf.ones(2)), nn.Parameter(mf.ones(2))
+    opt = optim.Adam([{"params": [p]}, {"params": [q]}], lr=0.1)
+    p.grad, q.grad = mf.ones(2), mf.ones(2)
+    opt.step()
+    sd = opt.state_dict()
+    sd["param_groups"][0]["lr"] = 0.5
+    sd["state"][0]["exp_avg"] = mf.zeros(2)
+    for key, bad, what in (("lr", "x", "'lr' must be a number or a one-element tensor, got 'x'"),
+                           ("betas", [0.5], r"'betas' must be a pair of numbers, got \(0\.5,\)")):
+        sd["param_groups"][1][key] = bad
+        with pytest.raises(TypeError, match=r"Adam\.load_state_dict: group 1 of the state dict would fail every step "
+                                            rf"\(optimizer step: group entry {what}\)"):
+            opt.load_state_dict(sd)
+        assert opt.param_groups[0]["lr"] == 0.1 and opt.state[p]["exp_avg"].tolist() != [0.0, 0.0]
+        sd["param_groups"][1][key] = opt.param_groups[1][key]
+    sd["param_groups"][1]["betas"] = [0.5, 0.6]
+    opt.load_state_dict(sd)
+    assert opt.param_groups[0]["lr"] == 0.5 and opt.param_groups[1]["betas"] == (0.5, 0.6)
+    assert opt.state[p]["exp_avg"].tolist() == [0.0, 0.0]

@@ -6,8 +6,8 @@ checkpoint does not depend on object identities. Tensors in it share memory with
 the live state; ``minifused.save`` writes it as is. Step counts are saved as 0-d float32 tensors, as
 PyTorch saves them (copies of the int64 counters the kernels keep).
 ``load_state_dict`` checks every entry against its parameter (shape, a floating dtype, a step
-count) before it changes anything, and copies floating state to the parameter's device and state
-dtype, as PyTorch casts it. ``step`` checks every gradient before its first launch, so a step
+count) and each group's hyper-parameters (as a step checks them) before it changes anything, and
+copies floating state to the parameter's device and state dtype, as PyTorch casts it. ``step`` checks every gradient before its first launch, so a step
 that fails leaves weights and state as they were.
 
 CUDA graphs: everything a fused update reads that changes between steps lives in
@@ -524,6 +524,16 @@ class Optimizer:
             if len(sg["params"]) != len(g["params"]):
                 raise ValueError(f"{type(self).__name__}.load_state_dict: group {i} has {len(sg['params'])} "
                                  f"parameters in the state dict, {len(g['params'])} in the optimizer")
+        # each group's entries as they will be, its hyper-parameters checked as a step checks them: one loaded as a
+        # string would fail every step (PyTorch's loads it so), and setting it on a group mirrored on a GPU would fail
+        # halfway through the load
+        entries = [{k: tuple(v) if isinstance(v, list) and k in _PAIRS else copy.deepcopy(v)
+                    for k, v in sg.items() if k != "params"} for sg in saved]
+        for i, (new, g) in enumerate(zip(entries, self.param_groups)):
+            try:
+                _Group({**g, **new}, type(self)._hyper_values)._values()
+            except TypeError as e:
+                raise TypeError(f"{name}: group {i} of the state dict would fail every step ({e})") from None
         by_index = {}
         for sg, g in zip(saved, self.param_groups):
             for idx, p in zip(sg["params"], g["params"]):
@@ -547,10 +557,9 @@ class Optimizer:
         for idx, entry in new_state.items():
             self.state[by_index[idx]] = entry
         self.state.update(own)
-        for sg, g in zip(saved, self.param_groups):
-            for k, v in sg.items():
-                if k != "params":
-                    g[k] = tuple(v) if isinstance(v, list) and k in _PAIRS else copy.deepcopy(v)
+        for new, g in zip(entries, self.param_groups):
+            for k, v in new.items():
+                g[k] = v
 
     def _loaded_value(self, idx, p, key, v):
         """One state entry of parameter ``idx`` as it will be kept, checked against the parameter:
