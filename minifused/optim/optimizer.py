@@ -7,8 +7,9 @@ the live state; ``minifused.save`` writes it as is. Step counts are saved as 0-d
 PyTorch saves them (copies of the int64 counters the kernels keep).
 ``load_state_dict`` checks every entry against its parameter (shape, a floating dtype, a step
 count) and each group's hyper-parameters (as a step checks them) before it changes anything, and
-copies floating state to the parameter's device and state dtype, as PyTorch casts it. ``step`` checks every gradient before its first launch, so a step
-that fails leaves weights and state as they were.
+copies floating state to the parameter's device and state dtype, as PyTorch casts it. ``step``
+checks every gradient before its first launch, so a step that fails leaves weights and state as
+they were.
 
 CUDA graphs: everything a fused update reads that changes between steps lives in
 device memory (the step counts, a per-group array of the float hyper-parameters
