@@ -281,3 +281,32 @@ def test_load_state_dict_refuses_group_values_every_step_would_refuse():
     opt.load_state_dict(sd)
     assert opt.param_groups[0]["lr"] == 0.5 and opt.param_groups[1]["betas"] == (0.5, 0.6)
     assert opt.state[p]["exp_avg"].tolist() == [0.0, 0.0]
+
+
+# p = [1, -2] after two steps of gradient [0.5, 1] at lr 0.1 with weight_decay tensor(0.25) (and eps tensor(0.5) but
+# for SGD and ASGD), by PyTorch 2.13 (CPU)
+TENSOR_HYPER_STEPS = {
+    "SGD": [0.784375011920929, -2.143749952316284], "Adam": [0.8802748322486877, -2.0996506214141846],
+    "AdamW": [0.8518750071525574, -2.032916784286499], "RMSprop": [0.7506962418556213, -2.1747968196868896],
+    "Adagrad": [0.8925839066505432, -2.090681791305542], "NAdam": [0.8902363181114197, -2.091283082962036],
+    "ASGD": [0.8518565893173218, -2.0987095832824707],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TENSOR_HYPER_STEPS))
+def test_eps_and_weight_decay_may_be_tensors(name):
+    """A one-element tensor eps or weight_decay is taken, as PyTorch's steps take it (its value read at each step,
+    as a Tensor lr's); a Tensor momentum, which chooses kernels, is still refused with a TypeError."""
+    p = nn.Parameter(mf.tensor([1.0, -2.0]))
+    kw = dict(lr=0.1, weight_decay=mf.tensor(0.25), **({"momentum": 0.9} if name == "SGD" else {}))
+    if name not in ("SGD", "ASGD"):
+        kw["eps"] = mf.tensor(0.5)
+    opt = getattr(optim, name)([p], **kw)
+    for _ in range(2):
+        p.grad = mf.tensor([0.5, 1.0])
+        opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), TENSOR_HYPER_STEPS[name], rtol=1e-6)
+    assert isinstance(opt.param_groups[0]["weight_decay"], mf.Tensor)
+    if name in ("SGD", "RMSprop"):
+        with pytest.raises(TypeError, match=f"{name}: invalid momentum tensor"):
+            getattr(optim, name)([p], lr=0.1, momentum=mf.tensor(0.5))

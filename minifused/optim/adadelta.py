@@ -19,8 +19,8 @@ class Adadelta(Optimizer):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         _check_lr("Adadelta", lr)
         _check_hyper("Adadelta", "rho", rho, upper=1.0, closed=True)
-        _check_hyper("Adadelta", "epsilon", eps)
-        _check_hyper("Adadelta", "weight_decay", weight_decay)
+        _check_hyper("Adadelta", "epsilon", eps, tensor=True)
+        _check_hyper("Adadelta", "weight_decay", weight_decay, tensor=True)
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                                       capturable=capturable, foreach=foreach, differentiable=differentiable),
                          master_weights)

@@ -23,7 +23,7 @@ class Adagrad(Optimizer):
         _check_lr("Adagrad", lr)
         for what, value in (("lr_decay", lr_decay), ("weight_decay", weight_decay),
                             ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
-            _check_hyper("Adagrad", what, value)
+            _check_hyper("Adagrad", what, value, tensor=what in ("epsilon", "weight_decay"))
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable, fused=fused),

@@ -10,13 +10,13 @@ from .optimizer import Optimizer
 def check_adam_hyper(name, lr, betas, eps, weight_decay):
     """The arguments the Adam family shares, checked as PyTorch checks them."""
     _check_lr(name, lr)
-    _check_hyper(name, "epsilon", eps)
+    _check_hyper(name, "epsilon", eps, tensor=True)
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:  # (no sequence at all: PyTorch's TypeError)
         raise (ValueError if isinstance(betas, (tuple, list)) else TypeError)(
             f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
     for i, b in enumerate(betas):
         _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0, tensor=True)
-    _check_hyper(name, "weight_decay", weight_decay)
+    _check_hyper(name, "weight_decay", weight_decay, tensor=True)
 
 
 class Adam(Optimizer):

@@ -20,7 +20,7 @@ class ASGD(Optimizer):
                  maximize=False, differentiable=False, capturable=False, *, master_weights=False):
         _pytorch_flags(type(self).__name__, foreach, None, capturable, differentiable)
         _check_lr("ASGD", lr)
-        _check_hyper("ASGD", "weight_decay", weight_decay)
+        _check_hyper("ASGD", "weight_decay", weight_decay, tensor=True)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                                       foreach=foreach, maximize=maximize, differentiable=differentiable,
                                       capturable=capturable), master_weights)

@@ -26,7 +26,7 @@ class RMSprop(Optimizer):
         _check_lr("RMSprop", lr)
         for what, value in (("epsilon", eps), ("momentum", momentum),
                             ("weight_decay", weight_decay), ("alpha", alpha)):
-            _check_hyper("RMSprop", what, value)
+            _check_hyper("RMSprop", what, value, tensor=what in ("epsilon", "weight_decay"))
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                                       centered=centered, capturable=capturable, foreach=foreach, maximize=maximize,
                                       differentiable=differentiable), master_weights)

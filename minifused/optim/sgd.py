@@ -22,7 +22,7 @@ class SGD(Optimizer):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         _check_lr("SGD", lr)
         _check_hyper("SGD", "momentum", momentum)
-        _check_hyper("SGD", "weight_decay", weight_decay)
+        _check_hyper("SGD", "weight_decay", weight_decay, tensor=True)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
