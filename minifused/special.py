@@ -40,13 +40,17 @@ def ndtr(input):  # noqa: A002 - PyTorch's name
 def xlog1py(input, other):  # noqa: A002
     """``x * log1p(y)``, 0 where x is 0 and log1p(y) is infinite (unless y is NaN), as ``torch.special.xlog1py``;
     the gradients are the product's: ``log1p(y)`` for x (at 0 too) and ``x / (1 + y)`` for y."""
-    if not isinstance(input, _ops.Tensor):
-        input = _ops.full_like(other, input)
-    if not isinstance(other, _ops.Tensor):
-        other = _ops.full_like(input, other)
-    dtype = _ops.result_type(input, other)  # (PyTorch's promotion: a 0-d float64 other keeps float32)
-    if backend.is_floating(dtype):
-        input, other = input.to(dtype), other.to(dtype)
+    if not isinstance(input, _ops.Tensor) and not isinstance(other, _ops.Tensor):
+        raise backend.InputTypeError(f"xlog1py(): expected a Tensor operand, got {type(input).__name__} and "
+                                     f"{type(other).__name__}")
+    # PyTorch's promotion (a 0-d float64 other beside float32 keeps float32), integer and bool operands computed in
+    # the default float dtype: a number is never truncated or wrapped into an integer tensor's dtype
+    dtype = _ops.result_type(input, other)
+    if not backend.is_floating(dtype):
+        dtype = backend.get_default_dtype()
+    like = input if isinstance(input, _ops.Tensor) else other
+    input, other = (v.to(dtype) if isinstance(v, _ops.Tensor) else _ops.full_like(like, v, dtype=dtype)
+                    for v in (input, other))
     with _autocast_off():  # (one op in PyTorch: not log1p's autocast rule)
         log = _ops.log1p(other)
     special = (input == 0) & ~_ops.isfinite(log) & ~_ops.isnan(other)

@@ -3505,7 +3505,9 @@ SPECIAL_OPS = [
            torch=lambda T, a, b: T.special.xlog1py(a, b), samples=(
                S("special_xlog1py", (3, 4), pos((3, 4))),
                S("special_xlog1py_zero", (5,), pos((5,)), fn=lambda a, b: mf.special.xlog1py(a * 0.0, b - 1.0),
-                 ref=lambda a, b: np.zeros(5)))),
+                 ref=lambda a, b: np.zeros(5))),
+           errors=(E("special_xlog1py_numbers", lambda: mf.special.xlog1py(2, 3), TypeError,
+                     r"xlog1py\(\): expected a Tensor operand, got int and int"),)),
     OpInfo("isin", lambda a, b, **kw: mf.isin(a, b, **kw), lambda a, b, invert=False: np.isin(a, b, invert=invert),
            spelled="mf.isin", grad=False, dtypes=NO_GRAD_RESULT,
            torch=lambda T, a, b, **kw: T.isin(a, b, **kw), samples=(

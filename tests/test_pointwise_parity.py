@@ -297,6 +297,18 @@ def test_promotion_of_hypot_lerp_ldexp():
     np.testing.assert_allclose(out.numpy(), [math.log(2.0), 3 * math.log(2.0)], rtol=1e-6)
 
 
+def test_xlog1py_of_an_integer_tensor_and_a_number_as_pytorch():
+    """Integer tensors computed in float32, the number as it is (PyTorch 2.13's float32 results: 2.5 was truncated
+    to 2, and 300 refused as out of uint8's range)."""
+    for got, want in ((mf.special.xlog1py(cpu([-3, 2, 5]), 2.5), [-3.758289098739624, 2.505526065826416,
+                                                                  6.263814926147461]),
+                      (mf.special.xlog1py(2.5, cpu([-3, 2, 5])), [nan, 2.746530771255493, 4.479398727416992]),
+                      (mf.special.xlog1py(300, cpu([1, 2], dtype=mf.uint8)), [207.94415283203125, 329.58367919921875]),
+                      (mf.special.xlog1py(cpu([True, False]), 2), [1.0986123085021973, 0.0])):
+        assert got.dtype == mf.float32
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
 def test_integer_input_gives_the_default_dtype():
     one, two = cpu([1]), cpu([2])
     cases = {"atan2": (lambda: mf.atan2(one, two), math.atan2(1, 2)),
