@@ -310,3 +310,85 @@ def test_eps_and_weight_decay_may_be_tensors(name):
     if name in ("SGD", "RMSprop"):
         with pytest.raises(TypeError, match=f"{name}: invalid momentum tensor"):
             getattr(optim, name)([p], lr=0.1, momentum=mf.tensor(0.5))
+
+
+# PyTorch 2.13 (CPU): each optimizer's defaults keys, and the state keys of a parameter before any step and after one
+# with a gradient (lr 0.1, the other arguments default)
+BOOKKEEPING = {
+    "SGD": ("dampening differentiable foreach fused lr maximize momentum nesterov weight_decay", "", ""),
+    "Adam": ("amsgrad betas capturable decoupled_weight_decay differentiable eps foreach fused lr maximize "
+             "weight_decay", "", "exp_avg exp_avg_sq step"),
+    "AdamW": ("amsgrad betas capturable decoupled_weight_decay differentiable eps foreach fused lr maximize "
+              "weight_decay", "", "exp_avg exp_avg_sq step"),
+    "RMSprop": ("alpha capturable centered differentiable eps foreach lr maximize momentum weight_decay", "",
+                "square_avg step"),
+    "Adagrad": ("differentiable eps foreach fused initial_accumulator_value lr lr_decay maximize weight_decay",
+                "step sum", "step sum"),
+    "Adadelta": ("capturable differentiable eps foreach lr maximize rho weight_decay", "", "acc_delta square_avg step"),
+    "Adamax": ("betas capturable differentiable eps foreach lr maximize weight_decay", "", "exp_avg exp_inf step"),
+    "NAdam": ("betas capturable decoupled_weight_decay differentiable eps foreach lr maximize momentum_decay "
+              "weight_decay", "", "exp_avg exp_avg_sq mu_product step"),
+    "RAdam": ("betas capturable decoupled_weight_decay differentiable eps foreach lr maximize weight_decay", "",
+              "exp_avg exp_avg_sq step"),
+    "ASGD": ("alpha capturable differentiable foreach lambd lr maximize t0 weight_decay", "", "ax eta mu step"),
+    "Rprop": ("capturable differentiable etas foreach lr maximize step_sizes", "", "prev step step_size"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOOKKEEPING))
+def test_construction_and_bookkeeping_as_pytorchs(name):
+    """What PyTorch's optimizers accept and refuse at construction and in add_param_group, how they number and keep
+    groups in state dicts, and what zero_grad and a step without gradients or with a closure leave (PyTorch's
+    exception types; a refused group or state dict changes nothing)."""
+    cls = getattr(optim, name)
+    defaults, before, after = (sorted(s.split()) for s in BOOKKEEPING[name])
+    P = lambda: nn.Parameter(mf.ones(2))  # noqa: E731
+    for params in ([], iter([]), (q for q in [])):
+        with pytest.raises(ValueError, match="optimizer got an empty parameter list"):
+            cls(params, lr=0.1)
+    with pytest.raises(KeyError, match="'params'"):
+        cls([{"lr": 0.1}], lr=0.1)
+    with pytest.raises(TypeError, match="ordered collections"):
+        cls([{"params": {P()}}], lr=0.1)
+    with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+        cls([P() * 2], lr=0.1)
+    with pytest.raises(ValueError, match="invalid learning rate -0.1"):
+        cls([P()], lr=-0.1)
+    with pytest.raises(TypeError, match="invalid learning rate '0.1'"):
+        cls([P()], lr="0.1")
+    a, b, c, d = P(), P(), P(), P()
+    opt = cls([{"params": [a, b], "mine": 3}, {"params": c}], lr=0.1)
+    assert sorted(opt.defaults) == defaults and opt.param_groups[0]["mine"] == 3 and "mine" not in opt.defaults
+    assert sorted(opt.state.get(a, {})) == before and len(opt.state) == (3 if before else 0)
+    with pytest.raises(ValueError, match="some parameters appear in more than one parameter group"):
+        opt.add_param_group({"params": [d, b]})
+    assert len(opt.param_groups) == 2 and d not in opt.state
+    opt.add_param_group({"params": [d], "lr": 0.5})
+    sd = opt.state_dict()
+    assert [g["params"] for g in sd["param_groups"]] == [[0, 1], [2], [3]] and sd["param_groups"][0]["mine"] == 3
+    assert sorted(sd["param_groups"][2]) == sorted(defaults + ["params"]) and sd["param_groups"][2]["lr"] == 0.5
+    # no gradients: zero_grad(set_to_none=False) leaves them None, a step changes nothing and returns the closure's
+    b.grad = mf.ones(2)
+    opt.zero_grad(set_to_none=False)
+    assert a.grad is None and b.grad.tolist() == [0.0, 0.0]
+    b.grad = None
+    assert opt.step() is None and opt.step(lambda: 3.5) == 3.5
+    assert a.tolist() == [1.0, 1.0] and sorted(opt.state_dict()["state"]) == ([0, 1, 2] if before else [])
+    opt.param_groups[0]["lr"] = 0.0  # (taken at the next step)
+    a.grad = b.grad = mf.ones(2)
+    opt.step()
+    if name != "Rprop":  # (Rprop's step sizes start from the lr and are clamped to at least 1e-6)
+        assert a.tolist() == [1.0, 1.0]
+    assert sorted(opt.state.get(a, {})) == after
+    # state dicts of other group counts and sizes are refused (ValueError) and change nothing
+    kept = opt.state_dict()
+    for groups in ([[P(), P(), P(), P()]], [[P()], [P(), P()], [P()]]):
+        other = cls([{"params": g} for g in groups], lr=0.1)
+        with pytest.raises(ValueError, match="parameter groups|parameters in the state dict"):
+            opt.load_state_dict(other.state_dict())
+        assert opt.state_dict()["param_groups"] == kept["param_groups"] and sorted(opt.state.get(a, {})) == after
+    # extra keys load as PyTorch's: one beside 'state' is ignored, a group's own is kept
+    kept["extra"] = 1
+    kept["param_groups"][1]["note"] = "x"
+    opt.load_state_dict(kept)
+    assert "extra" not in opt.state_dict() and opt.param_groups[1]["note"] == "x"
