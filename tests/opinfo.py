@@ -1195,8 +1195,9 @@ def _bitwise_entry(name, operator, ref):
                         ref=lambda a: ref(ref(a, 6), 3) + ref(5, a))),
                   errors=(E(f"{name}_float", lambda: operator(t(2), t(2)), TypeError,
                             f"{name}: only integer and bool tensors are supported, got float32"),
-                          E(f"{name}_float_scalar", lambda: operator(mf.tensor([1, 2]), 1.5), TypeError,
-                            f"{name}: only integer and bool operands are supported, got float 1.5")))
+                          # PyTorch 2.13: NotImplementedError, "bitwise_and_cpu" not implemented for 'Float'
+                          E(f"{name}_float_scalar", lambda: operator(mf.tensor([1, 2]), 1.5), NotImplementedError,
+                            f"{name}: not implemented for a float operand, got 1.5")))
 
 
 def _division_ref(np_fn):
@@ -4964,7 +4965,9 @@ SPECIAL_MATH_OPS = [
                     S("bitwise_left_shift_out_of_range", index((9,), 99), fn=lambda a: (a - 50) << (a - 20),
                       ref=lambda a: _shift_ref(a - 50, a - 20, True))),
            errors=(E("bitwise_left_shift_float", lambda: t(2) << 1, NotImplementedError,
-                     "bitwise_left_shift: not implemented for float32 tensors"),)),
+                     "bitwise_left_shift: not implemented for float32 tensors"),
+                   E("bitwise_left_shift_float_number", lambda: mf.tensor([1, 2]) << 2.5, NotImplementedError,
+                     "bitwise_left_shift: not implemented for a float operand, got 2.5"))),
     OpInfo("bitwise_right_shift", lambda a, b: a >> b, lambda a, b: _shift_ref(a, b, False),
            spelled="Tensor.__rshift__", grad=False, dtypes=NO_GRAD_RESULT, torch=SAME,
            aliases={"mf.bitwise_right_shift": mf.bitwise_right_shift, "Tensor.bitwise_right_shift":

@@ -379,6 +379,10 @@ def test_shifts_follow_pytorch():
     assert x.tolist() == [2, 2, 1]
     assert x.bitwise_left_shift_(1) is x and x.tolist() == [4, 4, 2]
     assert x.bitwise_right_shift_(mf.tensor([2, 1, 1])).tolist() == [1, 2, 1]
+    b = mf.tensor([-3, 2, 5])  # a bool number shifts by 0 or 1 (PyTorch 2.13's results)
+    assert (b << True).tolist() == [-6, 4, 10] and mf.bitwise_left_shift(True, b).tolist() == [0, 4, 32]
+    assert (u8 << True).tolist() == [2, 144, 254] and (u8 << True).dtype == mf.uint8
+    assert b.bitwise_right_shift_(True).tolist() == [-2, 1, 2]
     with pytest.raises(NotImplementedError, match="bitwise_left_shift: not implemented for float32"):
         mf.tensor([1.0]) << 1
     with pytest.raises(NotImplementedError, match="bitwise_right_shift: not implemented for bool"):

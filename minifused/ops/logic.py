@@ -190,6 +190,9 @@ def logical_not(input):  # noqa: A002 - PyTorch's name
 def _integral(name, t):
     if isinstance(t, Tensor) and backend.is_floating(t.dtype):
         raise DtypeNotImplementedError(f"{name}: only integer and bool tensors are supported, got {t.dtype}")
+    if isinstance(t, numbers.Real) and not isinstance(t, numbers.Integral):  # (PyTorch's: a floating result)
+        raise DtypeNotImplementedError(f"{name}: not implemented for a float operand, got {t!r} (only integer and "
+                                       f"bool operands are supported)")
     if not isinstance(t, (Tensor, numbers.Integral)):
         raise InputTypeError(f"{name}: only integer and bool operands are supported, got {type(t).__name__} {t!r}")
 

@@ -21,7 +21,7 @@ from .pointwise import _check, hypot
 from .reduce import dim_index, vector_norm
 from .scan import cumprod, cumsum
 from .special_math import recorded_into
-from ..backend import InputTypeError
+from ..backend import DtypeNotImplementedError, InputTypeError
 
 _HALF = (np.dtype(np.float16), backend.bfloat16)
 
@@ -158,7 +158,10 @@ def _integer_operands(name, input, other, scalars):
         if isinstance(v, Tensor) and (backend.is_floating(v.dtype) or v.dtype == backend.bool_):
             raise NotImplementedError(f"{name}: not implemented for {_dtype_name(v.dtype)} tensors (expected integer "
                                       f"tensors)")
-        if not isinstance(v, (Tensor, numbers.Integral)) or isinstance(v, bool):
+        if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):  # (PyTorch's: floating, unimplemented)
+            raise DtypeNotImplementedError(f"{name}: not implemented for a float operand, got {v!r} (expected "
+                                           f"integer operands)")
+        if not isinstance(v, (Tensor, numbers.Integral)):  # (a bool number is an integer, 0 or 1, as in PyTorch)
             raise InputTypeError(f"{name}: expected integer operands, got {type(v).__name__} {v!r}")
     return binary_operands(name, input, other)
 
