@@ -1339,8 +1339,11 @@ MATH_OPS = [
                S("lerp_broadcast_weight", (2, 5), (1, 5), (2, 1)),
                S("lerp_scalar_low", (6,), (6,), fn=lambda a, b: mf.lerp(a, b, 0.3), ref=lambda a, b: a + 0.3 * (b - a)),
                S("lerp_scalar_high", (6,), (6,), fn=lambda a, b: mf.lerp(a, b, 0.8), ref=lambda a, b: a + 0.8 * (b - a))),
-           errors=(E("lerp_int", lambda: mf.lerp(mf.tensor([1, 2]), mf.tensor([3, 4]), 0.5), RuntimeError,
-                     "lerp\\(\\): expected floating-point tensors"),)),
+           # PyTorch 2.13: NotImplementedError, "lerp_kernel_scalar" not implemented for 'Long'
+           errors=(E("lerp_int", lambda: mf.lerp(mf.tensor([1, 2]), mf.tensor([3, 4]), 0.5), NotImplementedError,
+                     "lerp\\(\\): expected floating-point tensors"),
+                   E("lerp_mixed_dtypes", lambda: mf.lerp(t(2), mf.tensor([3, 4]), 0.5), RuntimeError,
+                     "lerp\\(\\): expected floating-point tensors of one dtype, got input float32, end int64"))),
     OpInfo("addcmul", mf.addcmul, lambda a, b, c, value=1: a + value * b * c, spelled="mf.addcmul",
            torch=lambda T, *a, **kw: T.addcmul(*a, **kw), aliases={"Tensor.addcmul": _method("addcmul")}, samples=(
                S("addcmul", (3, 4), (3, 4), (3, 4), value=0.5), S("addcmul_broadcast", (2, 5), (1, 5), (2, 1)))),

@@ -289,6 +289,9 @@ def test_promotion_of_hypot_lerp_ldexp():
     assert mf.lerp(cpu([1.0]), cpu([3.0]), cpu(1, dtype=mf.int64)).dtype == mf.float32
     with pytest.raises(RuntimeError, match="lerp"):
         mf.lerp(cpu([1.0]), cpu([3.0]), cpu([0.5], dtype=mf.float64))
+    assert mf.lerp(cpu([-1.5, 0.5]), cpu([4.0, 1.0]), True).tolist() == [4.0, 1.0]  # a bool weight: 0 or 1
+    x = cpu([-1.5, 0.5])
+    assert x.lerp_(cpu([4.0, 1.0]), False) is x and x.tolist() == [-1.5, 0.5]
     out = mf.ldexp(cpu([1.0]), cpu(2.0, dtype=mf.float64))
     assert out.dtype == mf.float32 and out.tolist() == [4.0]
     assert mf.ldexp(cpu([1.0]), cpu([2.0], dtype=mf.float64)).dtype == mf.float64

@@ -24,7 +24,7 @@ from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operand
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _const, _in_tensor_dtype, _zeros_graph, clone, exp, log, mul, sign_of, sqrt, where
 from .logic import written_into
-from ..backend import InputTypeError
+from ..backend import DtypeNotImplementedError, InputTypeError
 
 
 def _xp(x):
@@ -504,8 +504,10 @@ def _floating_operands(name, **tensors):
             raise InputTypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
     dtypes = {t.dtype for t in tensors.values()}
     if len(dtypes) != 1 or not backend.is_floating(next(iter(dtypes))):
-        raise RuntimeError(f"{name}(): expected floating-point tensors of one dtype, got "
-                           f"{', '.join(f'{k} {v.dtype}' for k, v in tensors.items())}")
+        # one integer or bool dtype: PyTorch's NotImplementedError (no kernel for it); mixed dtypes: its RuntimeError
+        raise (DtypeNotImplementedError if len(dtypes) == 1 else RuntimeError)(
+            f"{name}(): expected floating-point tensors of one dtype, got "
+            f"{', '.join(f'{k} {v.dtype}' for k, v in tensors.items())}")
 
 
 def _opmath(dtype):
@@ -537,7 +539,7 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
             dtype = promote_operands(input.dtype, input.ndim == 0 and end.ndim == 0, weight.dtype, True)
             input, end, weight = cast(input, dtype), cast(end, dtype), cast(weight, dtype)
         _floating_operands("lerp", input=input, end=end, weight=weight)
-    elif isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+    elif not isinstance(weight, numbers.Real):  # (a bool weight is 0 or 1, as in PyTorch)
         raise InputTypeError(f"lerp(): argument 'weight' must be a number or a Tensor, got {type(weight).__name__}")
     else:
         _floating_operands("lerp", input=input, end=end)
