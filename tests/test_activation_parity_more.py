@@ -250,6 +250,21 @@ def test_number_arguments_take_0d_tensors():
             F.elu(x, bad)
 
 
+def test_number_arguments_take_bools():
+    # PyTorch's float parameters take a bool as 0 or 1 (PyTorch 2.13's values)
+    x, y = mf.tensor([-1.5, 0.5, 3.0]), mf.tensor([0.25, 2.0, -1.0])
+    assert F.leaky_relu(x, True).tolist() == [-1.5, 0.5, 3.0] and F.hardtanh(x, True, 4).tolist() == [1.0, 1.0, 3.0]
+    assert F.threshold(x, True, False).tolist() == [0.0, 0.0, 3.0]
+    assert F.softshrink(x, True).tolist() == [-0.5, 0.0, 2.0]
+    assert F.threshold(mf.tensor([-3, 2, 5]), True, False).tolist() == [0, 2, 5]
+    np.testing.assert_allclose(F.elu(x, True).numpy(), [-0.7768698334693909, 0.5, 3.0], rtol=1e-6)
+    np.testing.assert_allclose(F.normalize(x, p=True, dim=0).numpy(), [-0.3, 0.1, 0.6], rtol=1e-6)
+    assert F.huber_loss(x, y, delta=True).item() == pytest.approx(1.9166666269302368, rel=1e-6)
+    assert F.margin_ranking_loss(x, 2 * x, mf.tensor([1.0, -1.0, 1.0]), margin=True).item() == 1.5
+    z = mf.tensor([float("nan"), float("inf"), -float("inf"), 1.5])
+    assert mf.nan_to_num(z, nan=True, posinf=False, neginf=True).tolist() == [1.0, 0.0, 1.0, 1.5]
+
+
 def test_prelu_module_takes_a_numpy_int():
     m = mf.nn.PReLU(np.int64(3), init=0.5)
     assert repr(m) == "PReLU(num_parameters=3)" and m.weight.shape == (3,)

@@ -48,7 +48,7 @@ def _act(op, input):
 def _number(op, name, value):
     if isinstance(value, _Tensor) and value.ndim == 0 and not value.requires_grad:
         value = float(value.item())  # (PyTorch takes a 0-d tensor for a number; not one that requires grad)
-    if isinstance(value, bool) or not isinstance(value, _numbers.Real):
+    if not isinstance(value, _numbers.Real):  # (a bool is 0 or 1, as PyTorch's float parameters take it)
         raise InputTypeError(f"{op}: {name} must be a number, got {type(value).__name__}")
     return float(value)
 

@@ -108,7 +108,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTorc
     lowest). Integer tensors come back as a copy, as in PyTorch. Gradient: 1 where ``input`` is finite."""
     _tensor_arg("nan_to_num", input)
     for arg, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
-        if v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)):
+        if v is not None and not isinstance(v, numbers.Real):  # (a bool is 0 or 1, as in PyTorch)
             raise InputTypeError(f"nan_to_num(): argument '{arg}' must be a float, not {type(v).__name__}")
     if not backend.is_floating(input.dtype):
         return _values(lambda xp, x: backend.copy(x), input)
