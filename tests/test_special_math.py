@@ -79,10 +79,11 @@ def test_polygamma_values_recurrence_and_zeta():
     np.testing.assert_allclose(ms.zeta(f64(s), f64(q)).numpy() - ms.zeta(f64(s), f64(q + 1)).numpy(), q ** -s,
                                rtol=1e-10)
     close(ms.zeta(f64([2.0]), f64([-2.5])), [9.539246644989124], rtol=1e-13)  # polygamma(1, -2.5)
-    # PyTorch's special points: a pole at s == 1 and at q in {0, -1, ...}; NaN for s < 1 and for q < 0 with a
-    # fractional s
-    close(ms.zeta(f64([1.0, 2.0, 0.5, 2.0, 2.5, 2.0]), f64([1.0, 0.0, 1.0, -3.0, -1.5, nan])),
-          [inf, inf, nan, inf, nan, nan])
+    # PyTorch's special points: a pole at s == 1 and at q in {0, -1, ..., -inf} (for a fractional s too); NaN for
+    # s < 1 and for another q < 0 with a fractional s
+    at_s = f64([1.0, 2.0, 0.5, 2.0, 2.5, 2.0, 2.5, 2.5, 0.5])
+    at_q = f64([1.0, 0.0, 1.0, -3.0, -1.5, nan, -3.0, -inf, -3.0])
+    close(ms.zeta(at_s, at_q), [inf, inf, nan, inf, nan, nan, inf, inf, nan])
     close(ms.zeta(2.0, f64([1.0])), [math.pi ** 2 / 6], rtol=1e-14)  # a number on either side
     assert ms.zeta(mf.tensor([2, 3]), mf.tensor([1, 2])).dtype == mf.float32
 

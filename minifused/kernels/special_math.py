@@ -184,9 +184,8 @@ def _hurwitz64(s, q):
         term *= (s + 2 * j + 1) * (s + 2 * j + 2) / (w * w)
     out = total + tail
     out = np.where(q == np.inf, 0.0, out)
-    out = np.where((q <= 0) & (q == np.floor(q)), np.inf, out)  # the poles
-    out = np.where(q == -np.inf, np.nan, out)
     out = np.where((q < 0) & (s != np.floor(s)), np.nan, out)  # q**-s undefined
+    out = np.where((q <= 0) & (q == np.floor(q)), np.inf, out)  # the poles (-inf among them), before that, as Cephes'
     out = np.where(s == 1, np.inf, np.where(s < 1, np.nan, out))
     return np.where(np.isnan(s) | np.isnan(q), np.nan, out)
 
