@@ -783,7 +783,10 @@ OPS = [
                S("pow_scalar", (3, 4), fn=lambda a: a ** 3, ref=lambda a: a ** 3),
                S("pow_tensor", pos((3, 4)), (3, 4)),
                S("rpow_scalar", (3,), fn=lambda a: 2.0 ** a, ref=lambda a: 2.0 ** a),
-               S("pow_broadcast_0d", pos((7, 1)), ()))),
+               S("pow_broadcast_0d", pos((7, 1)), ())),
+           # PyTorch 2.13: "pow() received an invalid combination of arguments - got (bool, bool)"
+           errors=(E("pow_two_bools", lambda: mf.pow(True, True), TypeError,
+                     r"pow\(\): expected a Tensor operand, got bool and bool"),)),
     OpInfo("maximum", mf.maximum, np.maximum, spelled="mf.maximum", fuzz="binary", domain=("real", "real"),
            aliases={"F.maximum": F.maximum, "Tensor.maximum": lambda a, b: a.maximum(b)},
            torch=lambda T, a, b: T.maximum(a, b), samples=(

@@ -423,6 +423,8 @@ def pow(input, exponent):  # noqa: A001 - PyTorch's name
     PyTorch's: a bool tensor to a Python bool power is a bool tensor (``x ** True`` is x, ``x ** False`` all True);
     other bool powers (of two bool tensors, a Python bool to a bool tensor's) are not implemented."""
     if _is_bool(exponent) and _is_bool(input):
+        if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):  # (binary_operands' error for others)
+            raise InputTypeError("pow(): expected a Tensor operand, got bool and bool")
         if not isinstance(input, Tensor) or not isinstance(exponent, bool):
             raise NotImplementedError("pow: not implemented for bool tensors (cast them with .long() or .float())")
         return clone(input) if exponent else Tensor._from_array(input._xp.ones(input.shape, backend.bool_))
