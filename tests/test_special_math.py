@@ -384,6 +384,14 @@ def test_shifts_follow_pytorch():
     assert (b << True).tolist() == [-6, 4, 10] and mf.bitwise_left_shift(True, b).tolist() == [0, 4, 32]
     assert (u8 << True).tolist() == [2, 144, 254] and (u8 << True).dtype == mf.uint8
     assert b.bitwise_right_shift_(True).tolist() == [-2, 1, 2]
+    flags = mf.tensor([True, False, True])  # a bool tensor beside an int number or tensor: promoted to int64
+    assert (flags << 2).tolist() == [4, 0, 4] and (2 >> flags).tolist() == [1, 2, 1] and (flags << 2).dtype == mf.int64
+    assert mf.gcd(flags, mf.tensor([-3, 2, 5])).tolist() == [1, 2, 1]
+    assert mf.lcm(mf.tensor([-3, 2, 5]), flags).tolist() == [3, 0, 5]
+    with pytest.raises(NotImplementedError, match="bitwise_left_shift: not implemented for bool tensors"):
+        flags << True
+    with pytest.raises(RuntimeError, match="bitwise_left_shift_: result type int64 can't be cast to the desired"):
+        flags.bitwise_left_shift_(2)
     with pytest.raises(NotImplementedError, match="bitwise_left_shift: not implemented for float32"):
         mf.tensor([1.0]) << 1
     with pytest.raises(NotImplementedError, match="bitwise_right_shift: not implemented for bool"):

@@ -155,7 +155,7 @@ def _integer_operands(name, input, other, scalars):
             if not isinstance(v, Tensor):
                 raise InputTypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(v).__name__}")
     for v in (input, other):
-        if isinstance(v, Tensor) and (backend.is_floating(v.dtype) or v.dtype == backend.bool_):
+        if isinstance(v, Tensor) and backend.is_floating(v.dtype):
             raise NotImplementedError(f"{name}: not implemented for {_dtype_name(v.dtype)} tensors (expected integer "
                                       f"tensors)")
         if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):  # (PyTorch's: floating, unimplemented)
@@ -163,7 +163,10 @@ def _integer_operands(name, input, other, scalars):
                                            f"integer operands)")
         if not isinstance(v, (Tensor, numbers.Integral)):  # (a bool number is an integer, 0 or 1, as in PyTorch)
             raise InputTypeError(f"{name}: expected integer operands, got {type(v).__name__} {v!r}")
-    return binary_operands(name, input, other)
+    a, b = binary_operands(name, input, other)
+    if (a if isinstance(a, Tensor) else b).dtype == backend.bool_:  # (a bool tensor beside an integer is promoted)
+        raise NotImplementedError(f"{name}: not implemented for bool tensors (expected integer tensors)")
+    return a, b
 
 
 def _integer_op(name, fn, scalars):
@@ -317,13 +320,14 @@ METHODS.update({
     "cumsum_": _scan_("cumsum_", cumsum), "cumprod_": _scan_("cumprod_", cumprod),
     "renorm_": recorded_into("renorm_", renorm), "hypot_": recorded_into("hypot_", hypot),
     "nextafter_": recorded_into("nextafter_", nextafter),
-    "gcd_": _written_as("gcd_", gcd), "lcm_": _written_as("lcm_", lcm),
-    "bitwise_left_shift_": _written_as("bitwise_left_shift_", bitwise_left_shift),
-    "bitwise_right_shift_": _written_as("bitwise_right_shift_", bitwise_right_shift),
+    # (integer results: an int64 one of a bool tensor and a number is refused in it, as PyTorch's)
+    "gcd_": written_into("gcd_", gcd), "lcm_": written_into("lcm_", lcm),
+    "bitwise_left_shift_": written_into("bitwise_left_shift_", bitwise_left_shift),
+    "bitwise_right_shift_": written_into("bitwise_right_shift_", bitwise_right_shift),
     "__lshift__": bitwise_left_shift, "__rlshift__": _swapped(bitwise_left_shift),
     "__rshift__": bitwise_right_shift, "__rrshift__": _swapped(bitwise_right_shift),
-    "__ilshift__": _written_as("__ilshift__", bitwise_left_shift),
-    "__irshift__": _written_as("__irshift__", bitwise_right_shift),
+    "__ilshift__": written_into("__ilshift__", bitwise_left_shift),
+    "__irshift__": written_into("__irshift__", bitwise_right_shift),
     "logical_and_": _written_as("logical_and_", logical_and), "logical_or_": _written_as("logical_or_", logical_or),
     "logical_xor_": _written_as("logical_xor_", logical_xor), "logical_not_": _written_as("logical_not_", logical_not),
     "bitwise_not_": written_into("bitwise_not_", bitwise_not),
