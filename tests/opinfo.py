@@ -1269,7 +1269,10 @@ MATH_OPS = [
                S("remainder_negative_divisor", (6,), pos((6,)), fn=lambda a, b: a % -b,
                  ref=lambda a, b: np.remainder(a, -b)),
                S("remainder_broadcast_0d", (5, 1), pos(())),
-               S("remainder_scalars", pos((7,)), fn=lambda a: a % 0.3 + 2.5 % a, ref=lambda a: a % 0.3 + 2.5 % a))),
+               S("remainder_scalars", pos((7,)), fn=lambda a: a % 0.3 + 2.5 % a, ref=lambda a: a % 0.3 + 2.5 % a)),
+           # PyTorch 2.13: NotImplementedError, "remainder_cpu" not implemented for 'Bool'
+           errors=(E("remainder_bool", lambda: mf.tensor([True, False]) % True, NotImplementedError,
+                     "remainder: not implemented for bool tensors"),)),
     OpInfo("fmod", mf.fmod, _division_ref(np.fmod), spelled="mf.fmod", torch=lambda T, a, b: T.fmod(a, b),
            fuzz="binary", domain=("real", "nonzero"), aliases={"Tensor.fmod": _method("fmod")}, samples=(
                S("fmod", (3, 4), pos((3, 4))), S("fmod_negative_divisor", (6,), pos((6,)),
@@ -2149,7 +2152,9 @@ ACTIVATION_OPS = [
         S("threshold", distinct((3, 4)), threshold=0.1, value=20.0),
         S("threshold_odd", distinct((5, 33)), threshold=-0.3, value=-2.0)),
         inplace=(_inplace("threshold_", lambda x: F.threshold_(x, 0.1, 2.0), lambda x: F.threshold(x, 0.1, 2.0)),),
-        errors=(E("threshold_type", lambda: F.threshold(t(3), "0.1", 1.0), TypeError,
+        errors=(E("threshold_bool", lambda: F.threshold(mf.tensor([True]), 0.5, 0.0), NotImplementedError,
+                  "threshold: Bool inputs not supported"),
+                E("threshold_type", lambda: F.threshold(t(3), "0.1", 1.0), TypeError,
                   "threshold: threshold must be a number"),)),
     _act_entry("rrelu", lambda x, lower=1 / 8, upper=1 / 3: np.where(x >= 0, x, x * (lower + upper) / 2), samples=(
         S("rrelu_eval", distinct((3, 4))), S("rrelu_eval_bounds_odd", distinct((5, 33)), lower=0.2, upper=0.4)),

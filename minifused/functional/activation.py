@@ -182,11 +182,11 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 def _integer_input(op, input):
     """Whether ``input`` is an integer tensor, which the clamping activations take as PyTorch's do (bool is
-    refused, as there)."""
+    refused, as there: threshold's NotImplementedError, hardtanh's RuntimeError; this is both)."""
     if not isinstance(input, _Tensor) or _backend.is_floating(input.dtype):
         return False
     if input.dtype == _np.bool_:
-        raise InputTypeError(f"{op}: Bool inputs not supported for {op}")
+        raise DtypeNotImplementedError(f"{op}: Bool inputs not supported for {op}")
     return _np.dtype(input.dtype).kind in "iu"
 
 

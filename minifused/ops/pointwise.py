@@ -476,8 +476,9 @@ def _division(fn, name):
     def op(input, other):  # noqa: A002 - PyTorch's names
         a, b = binary_operands(name, input, other)
         dtype = (a if isinstance(a, Tensor) else b).dtype
-        if dtype == backend.bool_:
-            raise InputTypeError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
+        if dtype == backend.bool_:  # (PyTorch's NotImplementedError: no bool kernel)
+            raise DtypeNotImplementedError(f"{name}: not implemented for bool tensors (cast them with .long() or "
+                                           f".float())")
         check_integer_divisor(name, a, b)
         if dtype == backend.bfloat16 and fn in (Remainder, Fmod):
             a, b = bfloat16_rounded(dtype, a), bfloat16_rounded(dtype, b)

@@ -426,9 +426,10 @@ def _clamp_one(name, side, input, bound):  # noqa: A002 - PyTorch's names
         return clamp(input, **{side: bound})
     if not isinstance(bound, numbers.Real):  # (a Python bool is a number: True is 1, as PyTorch takes it)
         raise InputTypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
-    _bool_clamp(name, input.dtype, **{"lo" if side == "min" else "hi": bound})
-    # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype)
+    # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype); a bool one
+    # with an int bound int64, so only a bool bound leaves it bool, which is not implemented
     input = cast(input, scalar_result_dtype(input.dtype, bound))
+    _bool_clamp(name, input.dtype, **{"lo" if side == "min" else "hi": bound})
     return clamp(input, **{side: bound})
 
 
