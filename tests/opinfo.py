@@ -1352,7 +1352,12 @@ MATH_OPS = [
                      "lerp\\(\\): expected floating-point tensors of one dtype, got input float32, end int64"))),
     OpInfo("addcmul", mf.addcmul, lambda a, b, c, value=1: a + value * b * c, spelled="mf.addcmul",
            torch=lambda T, *a, **kw: T.addcmul(*a, **kw), aliases={"Tensor.addcmul": _method("addcmul")}, samples=(
-               S("addcmul", (3, 4), (3, 4), (3, 4), value=0.5), S("addcmul_broadcast", (2, 5), (1, 5), (2, 1)))),
+               S("addcmul", (3, 4), (3, 4), (3, 4), value=0.5), S("addcmul_broadcast", (2, 5), (1, 5), (2, 1))),
+           # PyTorch 2.13: "addcmul(): argument 'value' must be Number, not Tensor" (a 0-d one without grad is one)
+           errors=(E("addcmul_value_tensor", lambda: mf.addcmul(t(3), t(3), t(3), value=t(1)), TypeError,
+                     r"addcmul\(\): argument 'value' must be Number, not Tensor"),
+                   E("addcdiv_value_grad", lambda: t(3).addcdiv(t(3), t(3), value=t(requires_grad=True)), TypeError,
+                     r"addcdiv\(\): argument 'value' must be Number, not Tensor"))),
     OpInfo("addcdiv", mf.addcdiv, lambda a, b, c, value=1: a + value * b / c, spelled="mf.addcdiv",
            torch=lambda T, *a, **kw: T.addcdiv(*a, **kw), aliases={"Tensor.addcdiv": _method("addcdiv")}, samples=(
                S("addcdiv", (3, 4), (3, 4), pos((3, 4)), value=-2.0), S("addcdiv_broadcast", (2, 5), (1, 5), pos((2, 1))))),
@@ -3171,7 +3176,9 @@ PRODUCT_OPS = [
                S("dist_p3", (4,), (4,), p=3), S("dist_inf", distinct((3, 4)), (4,), p=math.inf),
                S("dist_neg_inf", distinct((5,)), (5,), p=-math.inf),  # p = 0: tests/test_products.py
                S("dist_p_negative", pos((4,)), (4,), p=-1.5), S("dist_0d", (), ())),
-           errors=(E("dist_int", lambda: mf.dist(mf.tensor([1, 2]), mf.tensor([3, 4])), RuntimeError,
+           errors=(E("dist_p_tensor", lambda: mf.dist(t(3), t(3), p=t(1)), TypeError,
+                     r"dist\(\): argument 'p' must be Number, not Tensor"),
+                   E("dist_int", lambda: mf.dist(mf.tensor([1, 2]), mf.tensor([3, 4])), RuntimeError,
                      "dist: expected floating point inputs, got int64 and int64"),
                    E("dist_broadcast", lambda: mf.dist(t(3, 4), t(5)), RuntimeError,
                      "dist: shapes .* cannot be broadcast"),

@@ -303,6 +303,15 @@ def test_promotion_of_hypot_lerp_ldexp():
     np.testing.assert_allclose(out.numpy(), [math.log(2.0), 3 * math.log(2.0)], rtol=1e-6)
 
 
+def test_number_arguments_read_a_0d_tensor_as_its_number():
+    """addcmul's value, dist's p: a 0-d tensor without grad is the number it holds, as PyTorch reads it (an integer
+    result takes 0.5 truncated to 0: PyTorch 2.13's [-3, 2, 5])."""
+    i = mf.tensor([-3, 2, 5])
+    assert mf.addcmul(i, i, i, value=cpu(0.5)).tolist() == [-3, 2, 5]
+    assert mf.addcmul(i, i, i, value=cpu(2)).tolist() == [15, 10, 55]
+    assert mf.dist(cpu([0.0, 3.0]), cpu([4.0, 0.0]), p=cpu(1.0, dtype=mf.float64)).item() == 7.0
+
+
 def test_xlog1py_of_an_integer_tensor_and_a_number_as_pytorch():
     """Integer tensors computed in float32, the number as it is (PyTorch 2.13's float32 results: 2.5 was truncated
     to 2, and 300 refused as out of uint8's range)."""

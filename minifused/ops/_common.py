@@ -505,6 +505,18 @@ def check_tensors(op, **named):
             raise InputTypeError(f"{op}(): argument '{name}' must be Tensor, not {type(v).__name__}")
 
 
+def number_arg(op, name, value):
+    """A number argument as PyTorch's argument parser reads one: a 0-d tensor that needs no gradient is the number
+    it holds (read on the host, as there); another tensor is a TypeError naming the op and the argument. Anything
+    else comes back as it is, for the caller's own check."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.ndim or value.requires_grad:
+        raise InputTypeError(f"{op}(): argument '{name}' must be Number, not Tensor (only a 0-d tensor without grad "
+                             f"stands for a number)")
+    return value.item()
+
+
 def check_bools(op, **flags):
     """PyTorch's bool arguments (``keepdim``, ``descending``, ``equal_nan`` ...): a bool, no other truthy value (a
     string, a 1), refused as PyTorch's argument parser refuses it."""

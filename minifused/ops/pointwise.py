@@ -20,7 +20,8 @@ from ..autograd import Function
 from ..kernels.special_math import erf64
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast,
-                      check_integer_divisor, float_operands, promote_operands, unbroadcast, unbroadcast_graph)
+                      check_integer_divisor, float_operands, number_arg, promote_operands, unbroadcast,
+                      unbroadcast_graph)
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _const, _in_tensor_dtype, _zeros_graph, clone, exp, log, mul, sign_of, sqrt, where
 from .logic import written_into
@@ -615,6 +616,7 @@ def _addc(name, input, tensor1, tensor2, value, divide):  # noqa: A002 - PyTorch
     for arg, t in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
         if not isinstance(t, Tensor):
             raise InputTypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+    value = number_arg(name, "value", value)
     if divide and not backend.is_floating(tensor1.dtype) and not backend.is_floating(tensor2.dtype):
         raise RuntimeError("addcdiv: integer division with addcdiv is no longer supported (tensor1 and tensor2 are "
                            f"{tensor1.dtype} and {tensor2.dtype}); for the historic behavior use (input + value * "

@@ -18,7 +18,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
-from ._common import autocast_float32, autocast_float32_on_cuda, autocast_lower, autocast_off, cast, promote
+from ._common import (autocast_float32, autocast_float32_on_cuda, autocast_lower, autocast_off, cast, number_arg,
+                      promote)
 from .elementwise import add, clone, mul, sub, where
 from .matmul import MatMul, _swap, addmm
 from .movement import roll
@@ -71,7 +72,7 @@ def _broadcast(op, *shapes):
 
 
 def _number(op, p):
-    p = p.item() if isinstance(p, Tensor) else p
+    p = number_arg(op, "p", p)
     if not isinstance(p, numbers.Real):
         raise InputTypeError(f"{op}(): argument 'p' must be a number, not {type(p).__name__}")
     return float(p)
