@@ -135,6 +135,8 @@ def test_clamp_mixes_a_number_only_with_a_0d_tensor_without_grad_as_pytorch():
     x = cpu([-1.0, 0.5, 3.0])
     assert mf.clamp(x, mf.tensor(0.0), 1.0).tolist() == [0.0, 0.5, 1.0]
     assert x.clone().clip_(0, mf.tensor(1)).tolist() == [0.0, 0.5, 1.0]
+    out = mf.clamp(mf.tensor([-3, 2, 5]), mf.tensor(0.5, dtype=mf.float64), 3)  # (read as a number: float32)
+    assert out.dtype == mf.float32 and out.tolist() == [0.5, 2.0, 3.0]
     for fn in (lambda: mf.clamp(x, min=0.0, max=cpu([1.0])), lambda: x.clip(cpu([0.0]), 1.0),
                lambda: x.clone().clamp_(mf.tensor(0.0, requires_grad=True), 1.0), lambda: mf.clip_(x.clone(), 0, x)):
         with pytest.raises(TypeError, match="(clip|clamp)_?: expected min and max both numbers or both tensors"):

@@ -868,13 +868,14 @@ def _bool_clamp(op, dtype, lo=None, hi=None):
 
 
 def _mixed_bounds(op, lo, hi):
-    """PyTorch's clamp takes its two bounds both as numbers or both as tensors: a number beside a tensor is a
-    TypeError, save a 0-d tensor that needs no gradient, which PyTorch reads as a number."""
+    """The bounds as PyTorch's clamp takes them, both numbers or both tensors: a number beside a tensor is a
+    TypeError, save a 0-d tensor that needs no gradient, which PyTorch reads as a number (so its dtype takes no part
+    in the promotion: an int64 input with a 0-d float64 bound gives float32), and so it is read here."""
     if lo is None or hi is None or isinstance(lo, Tensor) == isinstance(hi, Tensor):
-        return
+        return lo, hi
     side, b = ("min", lo) if isinstance(lo, Tensor) else ("max", hi)
     if b.ndim == 0 and not b.requires_grad:
-        return
+        return (b.item(), hi) if side == "min" else (lo, b.item())
     other = "max" if side == "min" else "min"
     grad = " that requires grad" if b.ndim == 0 else ""
     raise InputTypeError(f"{op}: expected min and max both numbers or both tensors, got {side} a tensor of shape "
@@ -895,7 +896,7 @@ def clamp(input, min=None, max=None):  # noqa: A002 - PyTorch's names
             shape = tuple(broadcast_shape("clamp", shape, bound.shape))
         elif bound is not None and not isinstance(bound, numbers.Real):
             raise InputTypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
-    _mixed_bounds("clamp", min, max)
+    min, max = _mixed_bounds("clamp", min, max)
     # the result's dtype as PyTorch's: the input's and the tensor bounds' promoted together, then by the number
     # bounds (an integer input with a float bound is float32); every operand in it
     dtype = _tensors_dtype([input] + [b for b in (min, max) if isinstance(b, Tensor)])

@@ -468,7 +468,7 @@ def _clamp_into(name, self, lo, hi):
     _check(name, self)
     if lo is None and hi is None:
         raise RuntimeError(f"{name}: at least one of min and max must be given")
-    _mixed_bounds(name, lo, hi)
+    lo, hi = _mixed_bounds(name, lo, hi)
     _bool_clamp(name, self.dtype, lo, hi)
     lo, hi = (_inplace_operand(name, self, b) if b is not None else None for b in (lo, hi))
     return _ClampInto.apply_(name, self, lo, hi)
