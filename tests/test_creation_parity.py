@@ -194,6 +194,19 @@ def test_full_refuses_fill_values_its_dtype_cannot_hold():
     _is(cpu([1], dtype=mf.uint8).new_full((1,), -1), mf.uint8, [255])
 
 
+def test_a_tensor_that_requires_grad_is_no_fill_value_or_bound():
+    """PyTorch 2.13 reads a 0-d tensor as a number only where it needs no gradient: "full(): argument 'fill_value'
+    (position 2) must be Number, not Tensor", "arange(): argument 'end' (position 1) must be Number, not Tensor"."""
+    g = mf.tensor(0.5, requires_grad=True)
+    for make, arg in ((lambda: mf.full((3,), g), "fill_value"), (lambda: mf.full_like(cpu([1, 2]), g), "fill_value"),
+                      (lambda: cpu([1.0]).new_full((2,), g), "fill_value"), (lambda: mf.arange(g), "end"),
+                      (lambda: mf.arange(0, 3, g), "step")):
+        with pytest.raises(TypeError, match=f"argument '{arg}' must be Number, not Tensor"):
+            make()
+    _is(mf.full_like(cpu([1, 2]), mf.tensor(2.5)), mf.int64, [2, 2])  # (one without grad: its number)
+    _is(mf.arange(mf.tensor(3), device="cpu"), mf.int64, [0, 1, 2])
+
+
 def test_linspace_and_logspace_check_the_bounds_they_write():
     """Their bounds must fit the dtype (float16, bfloat16 and float32 checked too): none with 0 steps, the start
     with 1, both from 2."""

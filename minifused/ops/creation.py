@@ -12,7 +12,7 @@ import numpy as np
 from .. import backend
 from ..kernels import copy_in_layout
 from ..tensor import Tensor
-from ._common import promote
+from ._common import number_arg, promote
 from .shape import contiguous_format, preserve_format, result_format
 from ..backend import InputError, InputTypeError
 
@@ -337,7 +337,7 @@ def _fill_value(op, value, dtype):
     default dtype for a float, int64 for an int) for a tensor filled with it: the number as it is written into
     dtype (truncated toward zero for an integer dtype, a negative one wrapped into an unsigned one), an error where
     PyTorch's full() refuses it (a value outside an integer dtype's range or float32's; an int beyond 64 bits)."""
-    value = _host_number(value)
+    value = number_arg(op, "fill_value", value)
     if isinstance(value, np.generic):  # a NumPy scalar fills as the Python number it is (PyTorch's)
         value = value.item()
     if not isinstance(value, numbers.Number):
@@ -427,9 +427,9 @@ def integer_bounds(dtype, *values):
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, **named):
-    start, end, step = _host_number(start), _host_number(end), _host_number(step)
     if end is None:
         start, end = 0, start
+    start, end, step = (number_arg("arange", name, v) for name, v in (("start", start), ("end", end), ("step", step)))
     for name, v in (("start", start), ("end", end), ("step", step)):
         if not isinstance(v, numbers.Real) or isinstance(v, bool):
             raise InputTypeError(f"arange: {name} must be a number, got {type(v).__name__}")
