@@ -312,6 +312,22 @@ def test_number_arguments_read_a_0d_tensor_as_its_number():
     assert mf.addcmul(i, i, i, value=cpu(0.5)).tolist() == [-3, 2, 5]
     assert mf.addcmul(i, i, i, value=cpu(2)).tolist() == [15, 10, 55]
     assert mf.dist(cpu([0.0, 3.0]), cpu([4.0, 0.0]), p=cpu(1.0, dtype=mf.float64)).item() == 7.0
+    # the same for the other number arguments (float ones take a bool too); PyTorch 2.13's results
+    x = cpu([-1.5, 0.5, 3.0])
+    assert mf.add(x, x, alpha=cpu(0.5)).tolist() == [-2.25, 0.75, 4.5]
+    assert mf.tensor([1, 2]).sub_(mf.tensor([1, 1]), alpha=mf.tensor(2)).tolist() == [-1, 0]
+    assert mf.isclose(x, x + 0.1, rtol=cpu(0.05)).tolist() == [False, False, True]
+    assert mf.allclose(x, x + 0.1, atol=cpu(0.2))
+    assert mf.nan_to_num(cpu([nan, math.inf]), nan=cpu(2.0), posinf=mf.tensor(7)).tolist() == [2.0, 7.0]
+    assert x.norm(mf.tensor(1)).item() == 5.0 and x.norm(True).item() == 5.0
+    np.testing.assert_allclose(x[None].renorm(mf.tensor(1), 0, cpu(1.0)).numpy(), [[-0.3, 0.1, 0.6]], rtol=1e-6)
+    assert x.diff(n=mf.tensor(2)).tolist() == [0.5] and mf.histc(x, bins=mf.tensor(2)).tolist() == [2.0, 1.0]
+    np.testing.assert_allclose(mf.round(cpu([1.234, 5.678]), decimals=mf.tensor(1)).numpy(), [1.2, 5.7], rtol=1e-6)
+    assert mf.nn.functional.dropout(x, p=cpu(1.0), training=True).tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(TypeError, match=r"add\(\): argument 'alpha' must be Number, not Tensor"):
+        mf.add(x, x, alpha=cpu([0.5]))
+    with pytest.raises(TypeError, match=r"diff\(\): argument 'n' must be int, not bool"):
+        x.diff(n=True)
 
 
 def test_xlog1py_of_an_integer_tensor_and_a_number_as_pytorch():

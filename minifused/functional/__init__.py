@@ -21,6 +21,7 @@ from ..ops import activation as _A
 from ..ops import elementwise as _ew_ops
 from ..ops import cast as _cast
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
+from ..ops._common import number_arg as _number_arg
 from ..ops import loss as _loss_ops
 from ..ops import softmax as _softmax_ops
 from ..ops.dropout import dropout as _dropout
@@ -575,6 +576,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """
     if not isinstance(input, _Tensor):
         raise InputTypeError(f"dropout: expected a tensor, got {type(input).__name__}")
+    p = _number_arg("dropout", "p", p)
     if not isinstance(p, _numbers.Real):
         raise InputTypeError(f"dropout: dropout probability must be a number, got {type(p).__name__}")
     if not 0.0 <= p <= 1.0:

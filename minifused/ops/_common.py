@@ -357,14 +357,17 @@ def check_integer_divisor(op, a, b):
 
 
 def check_alpha(op, dtype, alpha):
-    """``add`` / ``sub``'s ``alpha`` for a result of ``dtype``, PyTorch's checks: a number; a bool only for a bool
-    result; no float for an integer (or bool) one."""
+    """``add`` / ``sub``'s ``alpha`` for a result of ``dtype`` (returned; a 0-d tensor as its number, see
+    :func:`number_arg`), PyTorch's checks: a number; a bool only for a bool result; no float for an integer (or bool)
+    one."""
+    alpha = number_arg(op, "alpha", alpha)
     if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
         raise InputTypeError(f"{op}: alpha must be a number, got {type(alpha).__name__}")
     if isinstance(alpha, bool) and dtype != backend.bool_:
         raise RuntimeError(f"{op}: Boolean alpha only supported for Boolean results.")
     if not backend.is_floating(dtype) and not isinstance(alpha, numbers.Integral):
         raise RuntimeError(f"{op}: For integral input tensors, argument alpha must not be a floating point number.")
+    return alpha
 
 
 def as_tensor_like(value, like: Tensor):

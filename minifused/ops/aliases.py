@@ -110,7 +110,7 @@ def subtract_(self, other, *, alpha=1):
     """``sub_`` (recorded)."""
     _check("subtract_", self)
     _not_bool("subtract_", self, other)
-    check_alpha("subtract_", self.dtype, alpha)
+    alpha = check_alpha("subtract_", self.dtype, alpha)
     return AddInto.apply_("subtract_", self, _inplace_operand("subtract_", self, other), -alpha)
 
 

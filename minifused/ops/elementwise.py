@@ -323,7 +323,7 @@ def _scaled(name, plain):
             _refuse_bool_sub(input, other)
         input, other = binary_operands(name, input, other)
         dtype = (input if isinstance(input, Tensor) else other).dtype
-        check_alpha(name, dtype, alpha)
+        alpha = check_alpha(name, dtype, alpha)
         if alpha == 1:
             return plain(input, other)
         if dtype == backend.bool_:  # alpha in the bool result's dtype, as PyTorch's: a + bool(alpha) * b

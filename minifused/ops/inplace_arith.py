@@ -259,14 +259,14 @@ def add_(x, other, alpha=1):
     """``x += alpha * other`` in place (returns x), recorded for autograd as PyTorch's ``add_``."""
     _check_target("add_", x)
     if not (type(alpha) is int and alpha == 1):
-        check_alpha("add_", x.dtype, alpha)
+        alpha = check_alpha("add_", x.dtype, alpha)
     return AddInto.apply_("add_", x, _inplace_operand("add_", x, other), alpha)
 
 
 def sub_(x, other, alpha=1):
     _check_target("sub_", x)
     if not (type(alpha) is int and alpha == 1):
-        check_alpha("sub_", x.dtype, alpha)
+        alpha = check_alpha("sub_", x.dtype, alpha)
     return AddInto.apply_("sub_", x, _inplace_operand("sub_", x, other), -alpha)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function, is_grad_enabled, no_grad
 from ..tensor import Tensor
-from ._common import binary_operands, broadcast_shape, can_cast, check_bools, normalize_axis
+from ._common import binary_operands, broadcast_shape, can_cast, check_bools, normalize_axis, number_arg
 from ..backend import DtypeNotImplementedError, InputTypeError
 
 
@@ -103,13 +103,21 @@ class NanToNum(Function):
         return g * Tensor._from_array(_xp(finite).asarray(finite, g.dtype), False), None, None, None
 
 
+def _replacements(nan, posinf, neginf):
+    """nan_to_num's numbers as PyTorch's parser takes them (a bool 0 or 1, a 0-d tensor its number)."""
+    named = {"nan": nan, "posinf": posinf, "neginf": neginf}
+    for arg, v in named.items():
+        named[arg] = v = number_arg("nan_to_num", arg, v)
+        if v is not None and not isinstance(v, numbers.Real):
+            raise InputTypeError(f"nan_to_num(): argument '{arg}' must be a float, not {type(v).__name__}")
+    return named["nan"], named["posinf"], named["neginf"]
+
+
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTorch's names
     """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's largest), -inf -> ``neginf`` (its
     lowest). Integer tensors come back as a copy, as in PyTorch. Gradient: 1 where ``input`` is finite."""
     _tensor_arg("nan_to_num", input)
-    for arg, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
-        if v is not None and not isinstance(v, numbers.Real):  # (a bool is 0 or 1, as in PyTorch)
-            raise InputTypeError(f"nan_to_num(): argument '{arg}' must be a float, not {type(v).__name__}")
+    nan, posinf, neginf = _replacements(nan, posinf, neginf)
     if not backend.is_floating(input.dtype):
         return _values(lambda xp, x: backend.copy(x), input)
     return NanToNum.apply(input, float(nan), posinf, neginf)
@@ -120,16 +128,19 @@ def nan_to_num_(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTor
     if not backend.is_floating(input.dtype):
         input._check_inplace("nan_to_num_")
         return input._bump("nan_to_num_")
-    nan_to_num(input, nan, posinf, neginf)  # the argument checks
+    nan, posinf, neginf = _replacements(nan, posinf, neginf)
     return NanToNum.apply_("nan_to_num_", input, float(nan), posinf, neginf)
 
 
 def _tolerances(name, rtol, atol):
+    """``rtol`` and ``atol`` as PyTorch's parser takes them: numbers (a bool 0 or 1, a 0-d tensor its number)."""
+    rtol, atol = number_arg(name, "rtol", rtol), number_arg(name, "atol", atol)
     for arg, v in (("rtol", rtol), ("atol", atol)):
-        if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        if not isinstance(v, numbers.Real):
             raise InputTypeError(f"{name}(): argument '{arg}' must be a float, not {type(v).__name__}")
         if not v >= 0:
             raise RuntimeError(f"{name}: {arg} must be greater than or equal to zero, got {v}")
+    return rtol, atol
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False, *, _name="isclose"):  # noqa: A002
@@ -139,7 +150,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False, *, _name="isc
     check_bools(_name, equal_nan=equal_nan)
     if input.dtype != other.dtype:
         raise RuntimeError(f"{_name}: input and other must have the same dtype, got {input.dtype} and {other.dtype}")
-    _tolerances(_name, rtol, atol)
+    rtol, atol = _tolerances(_name, rtol, atol)
     equal_nan = bool(equal_nan)
 
     def close(xp, a, b):

@@ -389,7 +389,10 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     empty where ``n`` reaches the size; of bools, their xor."""
     from .shape import cat
 
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+    n = host_int(n)
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise InputTypeError(f"diff(): argument 'n' must be int, not {type(n).__name__}")
+    if n < 0:
         raise RuntimeError(f"diff: order must be non-negative, got {n!r}")
     if input.ndim == 0:
         raise RuntimeError("diff: diff expects input to be at least one-dimensional")

@@ -14,7 +14,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_float32_on_cuda, binary_operands, cast, dense_results, unbroadcast, unbroadcast_graph
+from ._common import (autocast_float32_on_cuda, binary_operands, cast, dense_results, number_arg, unbroadcast,
+                      unbroadcast_graph)
 from .elementwise import _const, _zeros_graph, abs as _abs, exp, log, where
 from .logic import _values, bitwise_not, logical_and, logical_not, logical_or, logical_xor, written_into
 from .pointwise import _check, hypot
@@ -123,8 +124,9 @@ def renorm(input, p, dim, maxnorm):  # noqa: A002 - PyTorch's names
     """Each slice ``input.select(dim, i)`` whose p-norm exceeds ``maxnorm`` scaled to norm ``maxnorm`` (by
     ``maxnorm / (norm + 1e-7)``, as PyTorch's); gradient through the norm too. 16-bit tensors in float32."""
     _check("renorm", input)
+    p, maxnorm = number_arg("renorm", "p", p), number_arg("renorm", "maxnorm", maxnorm)
     for arg, v in (("p", p), ("maxnorm", maxnorm)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        if not isinstance(v, numbers.Real):  # (a bool is 0 or 1, as in PyTorch)
             raise InputTypeError(f"renorm(): argument '{arg}' must be a number, not {type(v).__name__}")
     if not p > 0:
         raise RuntimeError("renorm: non-positive-norm not supported")

@@ -20,7 +20,7 @@ from ..autograd import Function
 from ..kernels.special_math import erf64
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast,
-                      check_integer_divisor, float_operands, number_arg, promote_operands, unbroadcast,
+                      check_integer_divisor, float_operands, host_int, number_arg, promote_operands, unbroadcast,
                       unbroadcast_graph)
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _const, _in_tensor_dtype, _zeros_graph, clone, exp, log, mul, sign_of, sqrt, where
@@ -251,6 +251,7 @@ trunc = _exact_op(Trunc, "trunc")
 
 def _round_args(name, x, decimals):
     _check(name, x)
+    decimals = host_int(decimals)
     if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
         raise InputTypeError(f"{name}(): decimals must be an int, got {type(decimals).__name__}")
     if decimals and not backend.is_floating(x.dtype):

@@ -854,7 +854,7 @@ def vector_norm(input: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # n
         (input,) = autocast_float32_on_cuda(input)
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"vector_norm: expected a floating point input, got {input.dtype}")
-    if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+    if not isinstance(ord, numbers.Real):  # (a bool is 0 or 1, as in PyTorch)
         raise InputTypeError(f"vector_norm: ord must be a number, got {ord!r}")
     input, axes, keepdim = _axes("vector_norm", dim, input, keepdim)
     if ord < 0 or math.isinf(ord):  # (max, min and the negative powers have no identity: an empty dim is refused)

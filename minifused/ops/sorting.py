@@ -448,6 +448,7 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     _check(op, input)
     if not backend.is_floating(input.dtype):  # (PyTorch: "not implemented for 'Long'")
         raise DtypeNotImplementedError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    bins = host_int(bins)
     if isinstance(bins, bool) or not isinstance(bins, numbers.Integral):
         raise InputTypeError(f"{op}(): argument 'bins' must be int, not {type(bins).__name__}")
     if bins <= 0:

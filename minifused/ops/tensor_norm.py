@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 from ..tensor import Tensor
+from ._common import number_arg
 from .linalg import matrix_norm
 from .reduce import vector_norm
 from ..backend import InputError, InputTypeError
@@ -30,6 +31,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
         p = 2
     elif p is None:
         p = 2
-    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+    p = number_arg("norm", "p", p)
+    if not isinstance(p, numbers.Real):  # (a bool is 0 or 1, as in PyTorch)
         raise InputTypeError(f"norm: p must be 'fro' or a number, got {p!r}")
     return vector_norm(input, p, dim, keepdim, dtype)
