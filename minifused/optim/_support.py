@@ -262,8 +262,8 @@ def _pytorch_flags(opt, foreach, fused, capturable, differentiable):
 def _check_hyper(opt, what, value, upper=None, closed=False, tensor=False):
     """``value`` a real number in [0, upper) ([0, upper] when ``closed``; any upper bound when None),
     as PyTorch's optimizers check them; NaN is rejected. With ``tensor``, also a one-element real tensor whose value
-    is (PyTorch's optimizers take one for the lr and Adam's betas, and their steps read one for eps and weight_decay;
-the group keeps it: see :class:`_Group`)."""
+    is (PyTorch's optimizers take one for the lr and Adam's betas, and their steps read one for eps and
+    weight_decay; the group keeps it: see :class:`_Group`)."""
     shown = value
     if tensor and isinstance(value, Tensor):
         if not is_scalar_tensor(value):
