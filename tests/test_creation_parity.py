@@ -220,6 +220,11 @@ def test_linspace_and_logspace_check_the_bounds_they_write():
     _is(mf.linspace(0, 300, 1, dtype=mf.uint8, device="cpu"), mf.uint8, [0])
     _is(mf.linspace(0, 255, 2, dtype=mf.uint8, device="cpu"), mf.uint8, [0, 255])
     _is(mf.linspace(-1, 3, 2, dtype=mf.uint8, device="cpu"), mf.uint8, [255, 3])
+    # a bound may be a 0-d tensor, no other (PyTorch 2.13's RuntimeError)
+    _is(mf.linspace(0, mf.tensor(0.5), 3, device="cpu"), mf.float32, [0.0, 0.25, 0.5])
+    with pytest.raises(RuntimeError, match=r"linspace only supports 0-dimensional start and end tensors, but got end "
+                                           r"with 1 dimension\(s\)"):
+        mf.linspace(0, mf.tensor([0.5]), 3)
 
 
 def test_integer_dtype_casts_the_bounds_before_spacing_them():

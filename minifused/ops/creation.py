@@ -529,8 +529,12 @@ def _steps(name, steps):
 
 
 def _check_ends(op, dtype, steps, start, end):
-    """PyTorch's check of linspace's and logspace's bounds: those it writes (none for 0 steps, start for 1) must
-    fit ``dtype`` (float16, bfloat16 and float32 checked too)."""
+    """PyTorch's check of linspace's and logspace's bounds: numbers or 0-d tensors; those it writes (none for 0
+    steps, start for 1) must fit ``dtype`` (float16, bfloat16 and float32 checked too)."""
+    for name, v in (("start", start), ("end", end)):
+        if isinstance(v, Tensor) and v.ndim:
+            raise InputError(f"{op} only supports 0-dimensional start and end tensors, but got {name} with {v.ndim} "
+                             f"dimension(s).")
     for v in (start, end)[:min(steps, 2)]:
         v = _host_number(v)
         v = v.item() if isinstance(v, np.generic) else v
