@@ -563,3 +563,24 @@ def test_class_weight_of_another_dtype_refused():
         with pytest.raises(RuntimeError, match="expected weight of the input's dtype"):
             call()
     np.testing.assert_allclose(F.cross_entropy(x.double(), t, weight=w64).item(), np.log(3), rtol=1e-12)
+
+
+def test_ignore_index_is_an_int_argument_as_in_pytorch(rng):
+    """PyTorch's parser takes an int ignore_index (a NumPy int or a 0-d integer tensor too) and refuses a float, a
+    bool or a string with a TypeError; a 0-d tensor label_smoothing is its number."""
+    x, t = rng.standard_normal((5, 4)), np.array([1, 0, 3, 1, 2])
+    want = cross_entropy64(x, t, ignore_index=1)
+    for ii in (1, np.int64(1), mf.tensor(1)):
+        np.testing.assert_allclose(F.cross_entropy(mf.tensor(x), mf.tensor(t), ignore_index=ii).item(), want,
+                                   rtol=1e-12)
+        np.testing.assert_allclose(F.nll_loss(mf.tensor(x), mf.tensor(t), ignore_index=ii).item(),
+                                   -np.mean([x[i, c] for i, c in enumerate(t) if c != 1]), rtol=1e-12)
+    for loss in (F.cross_entropy, F.nll_loss):
+        for bad in (1.0, True, "1"):
+            with pytest.raises(TypeError, match=f"{loss.__name__}\\(\\): argument 'ignore_index' must be int, not "
+                                                f"{type(bad).__name__}"):
+                loss(mf.tensor(x), mf.tensor(t), ignore_index=bad)
+    smoothing = mf.tensor(0.2, dtype=mf.float64)
+    np.testing.assert_allclose(F.cross_entropy(mf.tensor(x), mf.tensor(t), label_smoothing=smoothing).item(),
+                               cross_entropy64(x, t, eps=0.2), rtol=1e-12)
+

@@ -486,6 +486,17 @@ def _class_rows(op, input, target, weight, ignore_index, reduction):
     return rows, trows, weight, expected
 
 
+def _ignore_index(op, value):
+    """``ignore_index`` as PyTorch's parser reads it: an int (a NumPy one, or a 0-d integer tensor without grad,
+    too); a float, a bool or a string is its TypeError."""
+    if type(value) is int:  # the common case, without the checks below
+        return value
+    value = _number_arg(op, "ignore_index", value)
+    if not isinstance(value, _numbers.Integral) or isinstance(value, (bool, _np.bool_)):
+        raise InputTypeError(f"{op}(): argument 'ignore_index' must be int, not {type(value).__name__}")
+    return int(value)
+
+
 def _check_class_weight(op, input, weight, c):
     """A class-weighted loss's ``weight``: a floating-point tensor of one value per class, on the input's device."""
     if not isinstance(weight, _Tensor):
@@ -509,6 +520,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     flag is set (see ``minifused.kernels.softmax.check_label_errors``).
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    ignore_index = _ignore_index("cross_entropy", ignore_index)
+    label_smoothing = _number_arg("cross_entropy", "label_smoothing", label_smoothing)
     if not isinstance(label_smoothing, _numbers.Real):
         raise InputTypeError(f"cross_entropy: label_smoothing must be a float, got {label_smoothing!r}")
     if not float(label_smoothing) <= 1.0:  # (NaN too)
@@ -556,6 +569,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities and class indices, as ``torch.nn.functional.nll_loss``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    ignore_index = _ignore_index("nll_loss", ignore_index)
     _not_differentiable("nll_loss", "weight", weight)
     input, weight = _autocast_float32(input, weight)
     rows, trows, weight, shape = _class_rows("nll_loss", input, target, weight, ignore_index, reduction)
