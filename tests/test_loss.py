@@ -584,3 +584,15 @@ def test_ignore_index_is_an_int_argument_as_in_pytorch(rng):
     np.testing.assert_allclose(F.cross_entropy(mf.tensor(x), mf.tensor(t), label_smoothing=smoothing).item(),
                                cross_entropy64(x, t, eps=0.2), rtol=1e-12)
 
+
+def test_l1_loss_of_integer_tensors_is_an_integer_loss_as_in_pytorch():
+    a, b = mf.tensor([[1, 5], [2, 3]]), mf.tensor([[0, 1], [4, 3]], dtype=mf.int32)
+    none = F.l1_loss(a, b, reduction="none")
+    assert none.dtype == mf.int64 and none.tolist() == [[1, 4], [2, 0]]
+    total = F.l1_loss(a, b, reduction="sum")
+    assert total.dtype == mf.int64 and total.item() == 7
+    wrapped = F.l1_loss(a.to(mf.uint8), b.to(mf.uint8), reduction="none")  # (PyTorch's uint8 subtraction wraps)
+    assert wrapped.dtype == mf.uint8 and wrapped.tolist() == [[1, 4], [254, 0]]
+    with pytest.raises(RuntimeError, match="l1_loss: reduction='mean' has no integer result"):
+        F.l1_loss(a, b)
+    assert F.l1_loss(a, b, weight=mf.ones(2, 2)).item() == 1.75  # a float weight makes the mean float

@@ -505,20 +505,22 @@ def _size(shape):
 
 
 def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target=False, reductions=_REDUCTIONS,
-                   autocast_devices=None, int_input=False):
+                   autocast_devices=None, int_input=False, int_pair=False):
     """Check a loss's input and target and give them one floating dtype (float32 inside an autocast region, as
     PyTorch computes its losses there; ``autocast_devices``: only on those device types, for a loss that
     PyTorch composes of ops whose float32 rule holds on cuda alone). ``broadcast``: a target of another shape
     broadcasts with PyTorch's warning (``'silent'``: without it; False: it raises). A loss that takes PyTorch's
     deprecated ``size_average`` and ``reduce`` maps them to its ``reduction`` before this (``_legacy_reduction``).
-    ``int_input``: an integer input is taken when the target makes the pair floating (PyTorch's kernels promote)."""
+    ``int_input``: an integer input is taken when the target makes the pair floating (PyTorch's kernels promote);
+    ``int_pair``: an integer target too (a loss PyTorch composes of integer-capable ops: l1_loss)."""
     input, target = _autocast_float32(input, target, devices=autocast_devices)
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
                              f"{type(target).__name__}")
     if reduction not in reductions:
         raise InputError(f"{op}: reduction must be one of {', '.join(map(repr, reductions))}, got {reduction!r}")
-    int_ok = int_input and input.dtype.kind in "iu" and _backend.is_floating(target.dtype)
+    int_ok = int_input and input.dtype.kind in "iu" and (_backend.is_floating(target.dtype)
+                                                         or int_pair and target.dtype.kind in "iu")
     if not _backend.is_floating(input.dtype) and not int_ok:  # (PyTorch's NotImplementedError or RuntimeError)
         raise DtypeNotImplementedError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or "
                                        f"float64), got dtype {input.dtype}")
@@ -575,9 +577,13 @@ def _weighted(op, loss, weight, reduction):
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|``, reduced by ``'mean'``, ``'sum'`` or ``'none'``; ``weight``
-    (optional, of the input's size) multiplies the pointwise loss, and the mean is then over the weights' sum."""
+    (optional, of the input's size) multiplies the pointwise loss, and the mean is then over the weights' sum.
+    Integer input and target give an integer loss, as PyTorch's."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands("l1_loss", input, target, reduction, int_input=True)
+    input, target = _loss_operands("l1_loss", input, target, reduction, int_input=True, int_pair=True)
+    if reduction == "mean" and weight is None and not _backend.is_floating(input.dtype):  # (PyTorch's mean() refuses)
+        raise DtypeNotImplementedError(f"l1_loss: reduction='mean' has no integer result: expected a floating-point "
+                                       f"input or target, got {input.dtype} (or pass reduction='sum')")
     return _weighted("l1_loss", (input - target).abs(), weight, reduction)
 
 
