@@ -260,3 +260,13 @@ def test_multilabel_soft_margin_weight_promotes():
     out = F.multilabel_soft_margin_loss(x, y, weight=mf.tensor(np.array([1.0, 3.0])), reduction="none")
     assert out.dtype == mf.float64
     np.testing.assert_allclose(out.numpy(), [np.log(2) * 4 / 2], rtol=1e-7)
+
+
+def test_margin_ranking_loss_of_integer_inputs_is_a_float_loss_as_in_pytorch():
+    """PyTorch's float margin promotes integer inputs: a float32 loss (the default), or the target's float dtype."""
+    i1, i2 = mf.tensor([1, 2, 3]), mf.tensor([3, 1, 3])
+    for target, dtype in ((mf.tensor([1, -1, 1]), mf.float32), (mf.tensor([1.0, -1.0, 1.0], dtype=mf.float64),
+                                                                 mf.float64)):
+        out = F.margin_ranking_loss(i1, i2, target, margin=0.5, reduction="none")
+        assert out.dtype == dtype and out.tolist() == [2.5, 1.5, 0.5]  # max(0, -y (x1 - x2) + 0.5)
+        assert F.margin_ranking_loss(i1, i2, target, margin=0.5).item() == 1.5

@@ -10,6 +10,7 @@ import math as _math
 import numbers as _numbers
 
 from .. import backend as _backend
+from ..ops import cast as _cast
 from ..ops import full_like as _full_like
 from ..ops import gather as _gather
 from ..ops import minimum as _minimum
@@ -44,7 +45,10 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
         raise InputError(f"{op}: All input tensors should have same dimension but got sizes: input1: "
                          f"{tuple(input1.shape)}, input2: {tuple(input2.shape)}, target: {tuple(target.shape)}")
     _broadcast_shape(op, input1.shape, input2.shape)  # (an error naming this loss, not the subtraction)
-    diff, target = _loss_operands(op, input1 - input2, target, reduction, broadcast="silent")
+    diff = input1 - input2
+    if diff.dtype.kind in "iu":  # PyTorch's float margin makes integer inputs a float loss (the target's, or default)
+        diff = _cast(diff, target.dtype if _backend.is_floating(target.dtype) else _backend.get_default_dtype())
+    diff, target = _loss_operands(op, diff, target, reduction, broadcast="silent")
     return _reduce((-target * diff + _number(op, "margin", margin)).clamp(min=0), reduction)
 
 
