@@ -598,7 +598,7 @@ class Tensor:
     copy_ = _copy_values_
 
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
-        a, b = _float_arg("uniform_", "from", a), _float_arg("uniform_", "to", b)
+        a, b = number_arg("uniform_", "from", a, "float"), number_arg("uniform_", "to", b, "float")
         if not backend.is_floating(self.dtype):
             raise DtypeNotImplementedError(f"uniform_: expected a floating-point tensor, got {self.dtype}")
         top = float(ml_dtypes.finfo(self.dtype).max)  # (PyTorch's bounds: the dtype's finite range, and its span)
@@ -673,7 +673,7 @@ class Tensor:
         return self._draw_("cauchy_", lambda g, n: median + sigma * g.standard_cauchy(n), generator=generator)
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
-        mean, std = _float_arg("normal_", "mean", mean), _float_arg("normal_", "std", std)
+        mean, std = number_arg("normal_", "mean", mean, "float"), number_arg("normal_", "std", std, "float")
         if not backend.is_floating(self.dtype):
             raise DtypeNotImplementedError(f"normal_: expected a floating-point tensor, got {self.dtype}")
         if not std >= 0:
@@ -708,14 +708,17 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     PRINT_OPTIONS["sci_mode"] = sci_mode
 
 
-def _float_arg(op, name, value):
-    """A float argument as PyTorch takes it: a number, or a 0-d tensor that needs no grad, as the number it holds
-    (torchvision's RandomResizedCrop draws ``uniform_(log_ratio[0], log_ratio[1])``)."""
+def number_arg(op, name, value, kind="Number"):
+    """A number argument as PyTorch's argument parser reads one: a 0-d tensor that needs no gradient is the number
+    it holds (read on the host, as there: torchvision's RandomResizedCrop draws ``uniform_(log_ratio[0],
+    log_ratio[1])``); another tensor is a TypeError naming the op, the argument and the ``kind`` of number wanted.
+    Anything else comes back as it is, for the caller's own check."""
     if not isinstance(value, Tensor):
         return value
     if value.ndim or value.requires_grad:
-        raise InputTypeError(f"{op}(): argument '{name}' must be float, not a Tensor of shape {list(value.shape)}"
-                             f"{' that requires grad' if value.requires_grad else ''}")
+        raise InputTypeError(f"{op}(): argument '{name}' must be {kind}, not Tensor (one of shape {list(value.shape)}"
+                             f"{' that requires grad' if value.requires_grad else ''}: only a 0-d tensor without grad "
+                             f"stands for a number)")
     return value.item()
 
 

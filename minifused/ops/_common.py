@@ -13,7 +13,7 @@ from .. import backend
 from ..kernels import c_contiguous, columns
 from ..kernels import elementwise as _ew
 from ..autograd import Function, is_grad_enabled, no_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, number_arg  # noqa: F401 - number_arg: the ops take it from here
 from ..backend import InputError, InputTypeError
 
 
@@ -506,18 +506,6 @@ def check_tensors(op, **named):
     for name, v in named.items():
         if not isinstance(v, Tensor):
             raise InputTypeError(f"{op}(): argument '{name}' must be Tensor, not {type(v).__name__}")
-
-
-def number_arg(op, name, value):
-    """A number argument as PyTorch's argument parser reads one: a 0-d tensor that needs no gradient is the number
-    it holds (read on the host, as there); another tensor is a TypeError naming the op and the argument. Anything
-    else comes back as it is, for the caller's own check."""
-    if not isinstance(value, Tensor):
-        return value
-    if value.ndim or value.requires_grad:
-        raise InputTypeError(f"{op}(): argument '{name}' must be Number, not Tensor (only a 0-d tensor without grad "
-                             f"stands for a number)")
-    return value.item()
 
 
 def check_bools(op, **flags):
