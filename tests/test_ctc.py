@@ -220,6 +220,8 @@ def _err(**kw):
     (_err(targets=ints([[[1, 2, 2], [3, 1, 0]]])), ValueError, "targets of 1 to 2 dimensions"),
     (_err(targets=ints([[1, 4, 2], [3, 1, 0]])), ValueError, r"targets must be class indices in \[0, 4\).* got 4"),
     (_err(log_probs=t64(np.zeros((1, 5, 2, 4)))), ValueError, r"log_probs of shape \(T, N, C\)"),
+    (_err(log_probs=t64(_log_probs(5, 1, 4)[:, 0]), input_lengths=ints([5, 4]), target_lengths=ints([3])),
+     ValueError, r"ctc_loss: input_lengths must be of size batch_size \(1\), got 2"),  # (unbatched: one each)
     (_err(log_probs=mf.zeros((5, 2, 4), dtype=mf.float16)), NotImplementedError, "not implemented for float16"),
     (_err(log_probs=mf.zeros((5, 2, 4), dtype=mf.bfloat16)), NotImplementedError, "not implemented for bfloat16"),
     (_err(log_probs=t64(np.zeros((5, 0, 4))), targets=ints(np.zeros((0, 3))), input_lengths=(),

@@ -111,9 +111,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     _check_args(log_probs, targets, blank, reduction, zero_infinity)
     unbatched = log_probs.ndim == 2
     if unbatched:  # a batch of one: the targets' layouts are the batched ones, as PyTorch reads them
-        log_probs = _reshape(log_probs, (log_probs.shape[0], 1, log_probs.shape[1]))
-        input_lengths, target_lengths = (_reshape(v, (1,)) if isinstance(v, _Tensor) else v
-                                         for v in (input_lengths, target_lengths))
+        log_probs = _reshape(log_probs, (log_probs.shape[0], 1, log_probs.shape[1]))  # (lengths: one each, below)
     t_max, batch, c = log_probs.shape
     il = _host_lengths("input_lengths", input_lengths, batch)
     tl = _host_lengths("target_lengths", target_lengths, batch)
