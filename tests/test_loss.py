@@ -596,3 +596,15 @@ def test_l1_loss_of_integer_tensors_is_an_integer_loss_as_in_pytorch():
     with pytest.raises(RuntimeError, match="l1_loss: reduction='mean' has no integer result"):
         F.l1_loss(a, b)
     assert F.l1_loss(a, b, weight=mf.ones(2, 2)).item() == 1.75  # a float weight makes the mean float
+
+
+@pytest.mark.parametrize("loss", [F.l1_loss, F.multilabel_soft_margin_loss])
+def test_bool_target_of_a_loss_made_of_a_subtraction_raises_as_in_pytorch(loss):
+    """PyTorch composes these of ``input - target`` / ``1 - target``, which refuse bool ("Subtraction ... with a
+    bool tensor is not supported"); a float copy of the mask is the loss of its 0s and 1s."""
+    x, mask = mf.tensor([[0.5, -1.0, 2.0]], dtype=mf.float64), mf.tensor([[True, False, True]])
+    with pytest.raises(RuntimeError, match=f"{loss.__name__}: expected a numeric target, got dtype bool") as e:
+        loss(x, mask)
+    assert isinstance(e.value, TypeError)
+    want = 2.5 / 3 if loss is F.l1_loss else np.mean(np.log1p(np.exp([-0.5, -1.0, -2.0])))
+    np.testing.assert_allclose(loss(x, mask.float()).item(), want, rtol=1e-6)

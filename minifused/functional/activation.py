@@ -505,14 +505,15 @@ def _size(shape):
 
 
 def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target=False, reductions=_REDUCTIONS,
-                   autocast_devices=None, int_input=False, int_pair=False):
+                   autocast_devices=None, int_input=False, int_pair=False, bool_target=True):
     """Check a loss's input and target and give them one floating dtype (float32 inside an autocast region, as
     PyTorch computes its losses there; ``autocast_devices``: only on those device types, for a loss that
     PyTorch composes of ops whose float32 rule holds on cuda alone). ``broadcast``: a target of another shape
     broadcasts with PyTorch's warning (``'silent'``: without it; False: it raises). A loss that takes PyTorch's
     deprecated ``size_average`` and ``reduce`` maps them to its ``reduction`` before this (``_legacy_reduction``).
     ``int_input``: an integer input is taken when the target makes the pair floating (PyTorch's kernels promote);
-    ``int_pair``: an integer target too (a loss PyTorch composes of integer-capable ops: l1_loss)."""
+    ``int_pair``: an integer target too (a loss PyTorch composes of integer-capable ops: l1_loss).
+    ``bool_target=False``: a bool target raises (a loss PyTorch composes of a subtraction, which refuses bool)."""
     input, target = _autocast_float32(input, target, devices=autocast_devices)
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
@@ -524,6 +525,9 @@ def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target
     if not _backend.is_floating(input.dtype) and not int_ok:  # (PyTorch's NotImplementedError or RuntimeError)
         raise DtypeNotImplementedError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or "
                                        f"float64), got dtype {input.dtype}")
+    if not bool_target and target.dtype == _backend.bool_:
+        raise InputTypeError(f"{op}: expected a numeric target, got dtype bool (PyTorch's subtraction refuses it; "
+                             f"convert it with .float())")
     if float_target and not _backend.is_floating(target.dtype):
         raise InputTypeError(f"{op}: expected a floating-point target, got dtype {target.dtype}")
     if target.device != input.device:
@@ -580,7 +584,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     (optional, of the input's size) multiplies the pointwise loss, and the mean is then over the weights' sum.
     Integer input and target give an integer loss, as PyTorch's."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands("l1_loss", input, target, reduction, int_input=True, int_pair=True)
+    input, target = _loss_operands("l1_loss", input, target, reduction, int_input=True, int_pair=True,
+                                   bool_target=False)
     if reduction == "mean" and weight is None and not _backend.is_floating(input.dtype):  # (PyTorch's mean() refuses)
         raise DtypeNotImplementedError(f"l1_loss: reduction='mean' has no integer result: expected a floating-point "
                                        f"input or target, got {input.dtype} (or pass reduction='sum')")

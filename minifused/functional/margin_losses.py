@@ -116,7 +116,8 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     reduction = _legacy_reduction(size_average, reduce, reduction, elementwise_mean=False)  # (as PyTorch's)
     # float32 in a cuda autocast region (PyTorch's sum there is on its float32 list), the input's dtype on cpu
     # (composed as PyTorch's: the target broadcasts silently, the sum is over the input's last dimension)
-    input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA)
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA,
+                                   bool_target=False)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:  # (checked; the product promotes, as PyTorch's composition)
         _loss_weight(op, "weight", weight, loss)
