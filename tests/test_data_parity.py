@@ -505,3 +505,55 @@ def test_empty_datasets_and_batches_as_pytorch():
         list(DataLoader(TensorDataset(mf.arange(4.0)), batch_sampler=[[0], []]))
     with pytest.raises(IndexError, match="the batch is empty"):
         list(DataLoader([1.0, 2.0], batch_sampler=[[0], []]))
+
+
+# ---------------------------------------------------------------- constants from torch 2.13's torch.utils.data
+def test_loader_and_sampler_lengths_as_pytorchs():
+    ds = TensorDataset(mf.arange(10.0), mf.arange(10))
+    assert [len(DataLoader(ds, batch_size=b)) for b in (1, 3, 4, 10, 11)] == [10, 4, 3, 1, 1]
+    assert [len(DataLoader(ds, batch_size=3, drop_last=d)) for d in (True, False)] == [3, 4]
+    assert [tuple(b[0].shape) for b in DataLoader(ds, batch_size=3, drop_last=True)] == [(3,)] * 3
+    assert len(DataLoader(ds, batch_size=None)) == 10 and len(DataLoader(ds, sampler=[0, 5, 9], batch_size=2)) == 2
+
+    class Seven(IterableDataset):
+        def __iter__(self):
+            return iter(range(7))
+
+        def __len__(self):
+            return 7
+
+    assert [len(DataLoader(Seven(), batch_size=b)) for b in (1, 3, 7)] == [7, 3, 1]
+    assert len(DataLoader(Seven(), batch_size=3, drop_last=True)) == 2 and len(DataLoader(Seven(), None)) == 7
+    twice = DataLoader(Seven(), batch_size=4)
+    assert [len(list(twice)), len(list(twice))] == [2, 2]
+    draws = list(RandomSampler(range(5), num_samples=12))  # without replacement: whole permutations, then a part
+    assert len(draws) == 12 and sorted(collections.Counter(draws).values()) == [2, 2, 2, 3, 3]
+    assert (list(BatchSampler(range(7), 3, True)), len(BatchSampler(range(7), 3, True))) == ([[0, 1, 2], [3, 4, 5]], 2)
+    assert len(BatchSampler(range(7), 3, False)) == 3 and list(BatchSampler(range(7), 3, False))[-1] == [6]
+    assert [len(s) for s in random_split(range(10), [0.33, 0.33, 0.34])] == [4, 3, 3]
+    assert [len(s) for s in random_split(range(7), [0.5, 0.25, 0.25])] == [4, 2, 1]
+    assert [len(s) for s in random_split(range(5), [0.0, 1.0])] == [0, 5]
+    assert random_split(range(0), []) == []
+
+
+def test_dataset_argument_errors_as_pytorchs():
+    # PyTorch asserts these (AssertionError); here they are that and a ValueError / TypeError
+    for make, kind, words in [
+            (lambda: TensorDataset(mf.zeros(3), mf.zeros(4)), ValueError, r"TensorDataset: size mismatch.*\[3, 4\]"),
+            (lambda: ConcatDataset([]), ValueError, "ConcatDataset: datasets should not be an empty iterable"),
+            (lambda: ConcatDataset([ChainDataset([])]), TypeError, "ConcatDataset does not support IterableDataset"),
+            (lambda: list(ChainDataset([Items([1])])), TypeError, "ChainDataset only supports IterableDataset, "
+                                                                  "got Items")]:
+        for exc in (AssertionError, kind):
+            with pytest.raises(exc, match=words):
+                make()
+    with pytest.raises(IndexError, match="TensorDataset: expected at least one tensor, got none"):
+        TensorDataset()
+    with pytest.raises(IndexError, match="expected tensors with a first dimension to index, got a 0-d one at pos"):
+        TensorDataset(mf.zeros(2), mf.tensor(1.0))
+    with pytest.raises(TypeError, match="abstract"):  # no __iter__: PyTorch's IterableDataset is an abstract class
+        IterableDataset()
+    with pytest.raises(ValueError, match="the lengths sum to 0, the dataset has 3 items"):
+        random_split(range(3), [])
+    with pytest.raises(ValueError, match="sampler option is mutually exclusive with shuffle"):
+        DataLoader(range(3), shuffle=True, sampler=[0])

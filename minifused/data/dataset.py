@@ -12,15 +12,26 @@ from __future__ import annotations
 import bisect
 import math
 import numbers
-from typing import Generic, TypeVar
+from typing import Generic, Iterable, TypeVar
 
 import numpy as np
 
 from .. import backend
+from ..backend import InputError, InputTypeError
 from ..tensor import Tensor
 
 #: the type of a dataset's items: ``Dataset[T]``, as PyTorch's generic classes (``class Pairs(Dataset[tuple])``)
 T_co = TypeVar("T_co", covariant=True)
+
+
+class DatasetArgumentError(InputError, AssertionError):
+    """Datasets that PyTorch's asserts refuse (none at all, or of different lengths): the AssertionError they
+    raise, and a ValueError as the rest of the bad input here."""
+
+
+class DatasetTypeError(InputTypeError, AssertionError):
+    """A dataset of the wrong kind where PyTorch asserts (an IterableDataset in a ConcatDataset, a map-style one in
+    a ChainDataset): the AssertionError it raises, and a TypeError."""
 
 
 class Dataset(Generic[T_co]):
@@ -95,11 +106,9 @@ class Subset(Dataset[T_co]):
         return as_tensors
 
 
-class IterableDataset(Dataset[T_co]):
-    """The base class of iterable-style datasets: subclasses define ``__iter__`` (``__len__`` optionally)."""
-
-    def __iter__(self):
-        raise NotImplementedError(f"{type(self).__name__}: subclasses of IterableDataset must define __iter__")
+class IterableDataset(Dataset[T_co], Iterable[T_co]):
+    """The base class of iterable-style datasets: subclasses define ``__iter__`` (``__len__`` optionally); one
+    without it cannot be built (TypeError: an abstract class, as PyTorch's)."""
 
     def __add__(self, other):
         return ChainDataset([self, other])
@@ -114,14 +123,14 @@ class ChainDataset(IterableDataset[T_co]):
     def __iter__(self):
         for d in self.datasets:
             if not isinstance(d, IterableDataset):
-                raise TypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
+                raise DatasetTypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
             yield from d
 
     def __len__(self):
         total = 0
         for d in self.datasets:
             if not isinstance(d, IterableDataset):
-                raise TypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
+                raise DatasetTypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
             total += len(d)  # TypeError from len() for a dataset without __len__, as PyTorch's
         return total
 
@@ -132,9 +141,9 @@ class ConcatDataset(Dataset[T_co]):
     def __init__(self, datasets):
         self.datasets = list(datasets)
         if not self.datasets:
-            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+            raise DatasetArgumentError("ConcatDataset: datasets should not be an empty iterable")
         if any(isinstance(d, IterableDataset) for d in self.datasets):
-            raise TypeError("ConcatDataset does not support IterableDataset (use ChainDataset)")
+            raise DatasetTypeError("ConcatDataset does not support IterableDataset (use ChainDataset)")
         self.cumulative_sizes = []
         total = 0
         for d in self.datasets:
@@ -200,9 +209,8 @@ def random_split(dataset, lengths, generator=None):
         lengths = lengths.tolist()
     elif isinstance(lengths, np.ndarray) or backend.is_cuda_array(lengths):
         lengths = backend.to_device(lengths, backend.CPU).tolist()
-    if not isinstance(lengths, (list, tuple)) or not lengths:
-        raise TypeError(f"random_split: lengths must be a non-empty list of ints or fractions, "
-                        f"got {type(lengths).__name__}")
+    if not isinstance(lengths, (list, tuple)):
+        raise TypeError(f"random_split: lengths must be a list of ints or fractions, got {type(lengths).__name__}")
     n = len(dataset)
     reals = all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lengths)
     # PyTorch's test: lengths are fractions where their sum is close to 1 (math.isclose's relative 1e-9) and

@@ -20,12 +20,13 @@ from typing import Generic
 import numpy as np
 
 from .. import backend
+from ..backend import IndexInputError
 from ..kernels.gather import rows_gatherer
 from ..ops._common import promote
 from ..ops.creation import as_tensor, number_dtype
 from ..ops.shape import stack
 from ..tensor import Tensor
-from .dataset import Dataset, IterableDataset, Subset, T_co, batched_on_device
+from .dataset import Dataset, DatasetArgumentError, IterableDataset, Subset, T_co, batched_on_device
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
                       WeightedRandomSampler)
 
@@ -39,11 +40,17 @@ class TensorDataset(Dataset[tuple]):
     """Tensors of equal first dimension, indexed together."""
 
     def __init__(self, *tensors):
+        # (IndexError where PyTorch's reads tensors[0].size(0) of nothing, AssertionError for other lengths)
         if not tensors:
-            raise ValueError("TensorDataset: give at least one tensor")
+            raise IndexInputError("TensorDataset: expected at least one tensor, got none")
+        for i, t in enumerate(tensors):
+            if getattr(t, "ndim", 1) == 0:
+                raise IndexInputError(f"TensorDataset: expected tensors with a first dimension to index, "
+                                      f"got a 0-d one at position {i}")
         n = len(tensors[0])
         if any(len(t) != n for t in tensors):
-            raise ValueError(f"TensorDataset: tensors of different lengths {[len(t) for t in tensors]}")
+            raise DatasetArgumentError(f"TensorDataset: size mismatch between tensors: tensors of different "
+                                       f"lengths {[len(t) for t in tensors]}")
         self.tensors = tensors
 
     def __len__(self):
@@ -250,7 +257,8 @@ class DataLoader(Generic[T_co]):
         elif not isinstance(drop_last, bool):  # (PyTorch's BatchSampler refuses it: 0, None, "yes")
             raise ValueError(f"DataLoader: drop_last should be a boolean value, but got drop_last={drop_last!r}")
         if sampler is not None and shuffle:
-            raise ValueError("DataLoader: sampler and shuffle=True are exclusive (the sampler shuffles)")
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle (the sampler gives the "
+                             "order), got shuffle=True and a sampler")
         if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r}")
         if collate_fn is not None and not callable(collate_fn):
