@@ -557,3 +557,13 @@ def test_dataset_argument_errors_as_pytorchs():
         random_split(range(3), [])
     with pytest.raises(ValueError, match="sampler option is mutually exclusive with shuffle"):
         DataLoader(range(3), shuffle=True, sampler=[0])
+
+
+def test_default_collate_of_ints_too_large_as_pytorchs():
+    # PyTorch: ValueError ("Overflow when unpacking long long") into int64, OverflowError into a float batch
+    for batch in ([2 ** 63, 1], [-2 ** 63 - 1], [1, 2 ** 1100]):
+        with pytest.raises(ValueError, match="default_collate: a Python int .* too large to convert to int64"):
+            default_collate(batch)
+    with pytest.raises(OverflowError, match="default_collate: a Python int .* too large to convert to float64"):
+        default_collate([1.0, 2 ** 1100])
+    assert default_collate([1.0, 2 ** 63]).tolist() == [1.0, 2.0 ** 63]

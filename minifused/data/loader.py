@@ -20,7 +20,7 @@ from typing import Generic
 import numpy as np
 
 from .. import backend
-from ..backend import IndexInputError
+from ..backend import IndexInputError, InputError
 from ..kernels.gather import rows_gatherer
 from ..ops._common import promote
 from ..ops.creation import as_tensor, number_dtype
@@ -692,8 +692,14 @@ def _collate_numbers(values, dtype, device):
     if dtype is None:
         dtype = functools.reduce(promote, dtypes)
     host = [v.item() if isinstance(v, Tensor) else v for v in values]
-    with np.errstate(over="ignore"):  # (a float past the dtype's range is inf, as PyTorch's, without a warning)
-        arr = np.asarray(host, dtype=dtype)
+    try:
+        with np.errstate(over="ignore"):  # (a float past the dtype's range is inf, as PyTorch's, without a warning)
+            arr = np.asarray(host, dtype=dtype)
+    except OverflowError:  # (a Python int past the dtype: PyTorch's ValueError into an int, OverflowError a float)
+        floating = backend.is_floating(dtype)
+        raise (OverflowError if floating else InputError)(
+            f"default_collate: a Python int in the batch is too large to convert to {np.dtype(dtype)}"
+            + ("" if floating else " (Overflow when unpacking long long)")) from None
     return Tensor._from_array(backend.to_device(arr, device))
 
 
