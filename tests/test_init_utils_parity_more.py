@@ -264,8 +264,8 @@ def test_parametrize_checks_right_inverse_as_pytorch_and_leaves_a_refused_module
 
 def test_calculate_gain_table_and_its_errors():
     """PyTorch's table: 1 for linear / conv* / conv_transpose* / sigmoid, 5/3 tanh, sqrt(2) relu, 3/4 selu,
-    sqrt(2 / (1 + slope^2)) leaky_relu (slope 0.01 by default; an int or float, not a bool); anything else is
-    a ValueError naming it."""
+    sqrt(2 / (1 + slope^2)) leaky_relu (slope 0.01 by default; an int or float, not a bool nor a NumPy float32 /
+    int64; ignored for the others); anything else is a ValueError with PyTorch's message."""
     for name in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                  "conv_transpose3d", "sigmoid"):
         assert nn.init.calculate_gain(name) == 1
@@ -274,26 +274,33 @@ def test_calculate_gain_table_and_its_errors():
     assert nn.init.calculate_gain("leaky_relu") == math.sqrt(2.0 / (1 + 0.01 ** 2))
     assert nn.init.calculate_gain("leaky_relu", 1) == 1.0 and nn.init.calculate_gain("leaky_relu", 0) == math.sqrt(2)
     assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2.0 / 1.04)
-    for bad in (True, "0.2", [0.2]):
-        with pytest.raises(ValueError, match="negative_slope .* not a valid number"):
+    assert nn.init.calculate_gain("leaky_relu", np.float64(0.2)) == math.sqrt(2.0 / 1.04)  # a float subclass
+    assert nn.init.calculate_gain("relu", "x") == math.sqrt(2) and nn.init.calculate_gain("tanh", True) == 5.0 / 3
+    for bad, shown in ((True, "True"), ("0.2", "0.2"), ([0.2], r"\[0.2\]"), (np.float32(0.5), "0.5"), (np.int64(2), "2")):
+        with pytest.raises(ValueError, match=f"negative_slope {shown} not a valid number"):
             nn.init.calculate_gain("leaky_relu", bad)
-    for bad in ("gelu", "ReLU", None):
-        with pytest.raises(ValueError, match=f"unsupported nonlinearity {bad!r}"):
+    for bad in ("gelu", "ReLU", None, "identity"):
+        with pytest.raises(ValueError, match=f"Unsupported nonlinearity {bad} "):
             nn.init.calculate_gain(bad)
 
 
 def test_fan_in_and_fan_out_rules():
     """fan_in = size(1) * prod(size[2:]), fan_out = size(0) * prod(size[2:]); fewer than 2 dimensions is a
-    ValueError; _calculate_correct_fan takes 'fan_in' / 'fan_out' in any case, else ValueError."""
+    ValueError; _calculate_correct_fan takes 'fan_in' / 'fan_out' in any case, else ValueError (PyTorch's
+    messages). Transposed convolutions' (in, out / groups, *k) weights count the same dims (PyTorch's numbers)."""
     fans = nn.init._calculate_fan_in_and_fan_out
     assert fans(mf.empty(3, 4)) == (4, 3) and fans(mf.empty(2, 3, 4, 5)) == (60, 40)
     assert fans(mf.empty(0, 3)) == (3, 0) and fans(mf.empty(5, 2, 0)) == (0, 0)
     for shape in ((), (7,)):
-        with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        with pytest.raises(ValueError, match="Fan in and fan out can not be computed for tensor with fewer than 2 dim"):
             fans(mf.empty(shape))
     assert nn.init._calculate_correct_fan(mf.empty(6, 2, 3), "FAN_OUT") == 18
-    with pytest.raises(ValueError, match="'fan_avg' not supported"):
-        nn.init._calculate_correct_fan(mf.empty(3, 4), "fan_avg")
+    with pytest.raises(ValueError, match=r"Mode fan_avg not supported, please use one of \['fan_in', 'fan_out'\]"):
+        nn.init._calculate_correct_fan(mf.empty(3, 4), "Fan_Avg")
+    assert fans(nn.ConvTranspose2d(4, 6, 3).weight) == (54, 36)
+    assert fans(nn.ConvTranspose1d(4, 6, 3, groups=2).weight) == (9, 12)
+    assert fans(nn.ConvTranspose3d(2, 4, (2, 1, 3)).weight) == (24, 12)
+    assert fans(nn.Conv3d(4, 6, (1, 2, 3), groups=2).weight) == (12, 36)
 
 
 def test_eye_and_dirac_exact_values_groups_and_errors():
@@ -392,6 +399,53 @@ def test_sparse_zero_count_per_column_and_orthogonal_shapes():
         q = nn.init.orthogonal_(mf.empty(*shape, dtype=mf.float64), gain=3.0).numpy().reshape(shape[0], -1)
         small = q @ q.T if q.shape[0] <= q.shape[1] else q.T @ q
         np.testing.assert_allclose(small, 9.0 * np.eye(min(q.shape)), atol=1e-12)
+
+
+def test_trunc_normal_of_a_point_interval_and_inits_of_zero_element_tensors():
+    """trunc_normal_ with a == b gives a everywhere (PyTorch's draw does); kaiming_* of a zero-element tensor warn
+    'Initializing zero-element tensors is a no-op' at the caller's line, as PyTorch's stacklevel makes it, and so
+    does trunc_normal_'s warning of a mean far from [a, b]; xavier_* of a (0, 3) tensor do nothing."""
+    assert nn.init.trunc_normal_(mf.zeros(4), mean=3.0, a=1.0, b=1.0).tolist() == [1.0] * 4
+    for init in (nn.init.kaiming_uniform_, nn.init.kaiming_normal_):
+        t = mf.empty(0, 3)
+        with pytest.warns(UserWarning, match="Initializing zero-element tensors is a no-op") as got:
+            assert init(t, mode="fan_out") is t
+        assert got[0].filename == __file__
+    with pytest.warns(UserWarning, match="mean is more than 2 std") as got:
+        nn.init.trunc_normal_(mf.empty(3), mean=9.0)
+    assert got[0].filename == __file__
+    for init in (nn.init.xavier_uniform_, nn.init.xavier_normal_):
+        assert init(mf.empty(0, 3)).shape == (0, 3)
+
+
+def test_inits_refuse_what_is_no_tensor_and_a_gain_that_is_no_number():
+    """Every init given a list / ndarray / None / float: a TypeError naming it (PyTorch's fails on a missing
+    attribute); a gain that is no real number: a TypeError naming the init (a 0-d tensor reads as its number);
+    dirac_'s groups of another type than int: TypeError; groups < 1: ValueError; the tensor untouched."""
+    for name, args in (("uniform_", ()), ("normal_", ()), ("trunc_normal_", ()), ("constant_", (0.5,)),
+                       ("zeros_", ()), ("ones_", ()), ("eye_", ()), ("dirac_", ()), ("xavier_uniform_", ()),
+                       ("xavier_normal_", ()), ("kaiming_uniform_", ()), ("kaiming_normal_", ()), ("orthogonal_", ()),
+                       ("sparse_", (0.5,))):
+        for bad in ([1.0, 2.0], np.zeros((3, 3, 3)), None, 3.0):
+            with pytest.raises(TypeError, match=f"nn.init.{name}: expected a Tensor, got {type(bad).__name__}"):
+                getattr(nn.init, name)(bad, *args)
+    for name in ("xavier_uniform_", "xavier_normal_", "orthogonal_"):
+        t = mf.full((3, 4), 7.0)
+        for bad in ("2.0", None, [2.0]):
+            with pytest.raises(TypeError, match=f"{name}: gain must be a real number, got {type(bad).__name__}"):
+                getattr(nn.init, name)(t, gain=bad)
+        assert (t.numpy() == 7).all()
+    q = nn.init.orthogonal_(mf.empty(3, 4, dtype=mf.float64), gain=mf.tensor(2.0)).numpy()
+    np.testing.assert_allclose(q @ q.T, 4 * np.eye(3), atol=1e-12)
+    t = mf.full((4, 2, 3), 5.0)
+    with pytest.raises(TypeError, match="dirac_: groups must be an int, got float"):
+        nn.init.dirac_(t, 2.0)
+    for groups in (0, -2):
+        with pytest.raises(ValueError, match=f"dim 0 must be divisible by groups.*groups={groups}"):
+            nn.init.dirac_(t, groups)
+    with pytest.raises(TypeError, match="trunc_normal_: a must be a real number, got str"):
+        nn.init.trunc_normal_(t, a="x")
+    assert (t.numpy() == 5).all()
 
 
 # ---------------------------------------------------------------- nn.utils: clipping and the flat vector

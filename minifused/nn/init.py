@@ -14,29 +14,35 @@ import numpy as np
 
 from .. import backend
 from ..autograd import no_grad
-from ..backend import DtypeNotImplementedError, InputError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 from ..kernels.special_math import ndtri
+from ..tensor import Tensor, number_arg
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"]
 
 
 def _refusing_uninitialized(init):
-    """``init`` refusing a lazy module's parameter before its first forward (its shape unknown), as PyTorch's
-    (ValueError): filling the placeholder would be lost when the module initializes it."""
+    """``init`` refusing what is no tensor (a TypeError naming it, where PyTorch's fails on a missing attribute)
+    and a lazy module's parameter before its first forward (its shape unknown), as PyTorch's (ValueError):
+    filling the placeholder would be lost when the module initializes it."""
     @functools.wraps(init)
     def checked(tensor, *args, **kwargs):
+        if not isinstance(tensor, Tensor):
+            raise InputTypeError(f"nn.init.{init.__name__}: expected a Tensor, got {type(tensor).__name__}")
         if getattr(tensor, "_uninitialized", False):  # (lazy.py's placeholders say so; it builds on this module)
             tensor._refuse(f"nn.init.{init.__name__}")
         return init(tensor, *args, **kwargs)
     return checked
 
 
+_LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+_NONLINEARITIES = _LINEAR + ("sigmoid", "tanh", "relu", "leaky_relu", "selu")
+
+
 def calculate_gain(nonlinearity, param=None):
-    """The recommended gain for a nonlinearity (PyTorch's table)."""
-    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-              "conv_transpose3d")
-    if nonlinearity in linear or nonlinearity == "sigmoid":
+    """The recommended gain for a nonlinearity (PyTorch's table; its error messages, so code matching them works)."""
+    if nonlinearity in _LINEAR or nonlinearity == "sigmoid":
         return 1
     if nonlinearity == "tanh":
         return 5.0 / 3
@@ -48,17 +54,27 @@ def calculate_gain(nonlinearity, param=None):
         elif isinstance(param, (int, float)) and not isinstance(param, bool):
             slope = param
         else:
-            raise InputError(f"calculate_gain: negative_slope {param} is not a valid number")
+            raise InputError(f"calculate_gain: negative_slope {param} not a valid number (expected an int or a "
+                             f"float, got {type(param).__name__})")
         return math.sqrt(2.0 / (1 + slope ** 2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise InputError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise InputError(f"calculate_gain: Unsupported nonlinearity {nonlinearity} (expected one of "
+                     f"{', '.join(_NONLINEARITIES)})")
+
+
+def _gain(op, gain):
+    """``gain`` as a float: a real number or a 0-d tensor holding one, else a TypeError naming ``op``."""
+    gain = number_arg(op, "gain", gain)
+    if not isinstance(gain, numbers.Real):
+        raise InputTypeError(f"{op}: gain must be a real number, got {type(gain).__name__}")
+    return float(gain)
 
 
 def _calculate_fan_in_and_fan_out(tensor):
     """fan_in = size(1) * receptive field, fan_out = size(0) * receptive field (dims >= 2)."""
     if tensor.ndim < 2:
-        raise InputError("fan in and fan out can not be computed for a tensor with fewer than 2 dimensions "
+        raise InputError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
                          f"(got shape {tuple(tensor.shape)})")
     receptive = 1
     for s in tensor.shape[2:]:
@@ -70,7 +86,7 @@ def _calculate_correct_fan(tensor, mode):
     """The fan of ``mode``, 'fan_in' or 'fan_out' in any case (PyTorch's helper, which code imports)."""
     mode = mode.lower() if isinstance(mode, str) else mode
     if mode not in ("fan_in", "fan_out"):
-        raise InputError(f"mode {mode!r} not supported, please use one of 'fan_in', 'fan_out'")
+        raise InputError(f"Mode {mode} not supported, please use one of ['fan_in', 'fan_out']")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
@@ -98,21 +114,22 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     holds at least half the mass, the values outside are drawn again; the rest (and every value of a narrower
     interval, far in a tail too) come from the inverse CDF, PyTorch's draw."""
     for name, v in (("mean", mean), ("std", std), ("a", a), ("b", b)):
-        if not isinstance(v, numbers.Real) or isinstance(v, bool) or math.isnan(v) or (
-                name in ("mean", "std") and not math.isfinite(v)):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool):
+            raise InputTypeError(f"trunc_normal_: {name} must be a real number, got {type(v).__name__}")
+        if math.isnan(v) or (name in ("mean", "std") and not math.isfinite(v)):
             raise InputError(f"trunc_normal_: {name} must be a {'finite ' if name in ('mean', 'std') else ''}"
                              f"number, got {v!r}")
-    if not a < b or std < 0:
-        raise InputError(f"trunc_normal_: expected a < b and std >= 0, got a={a}, b={b}, std={std}")
+    if not a <= b or std < 0:
+        raise InputError(f"trunc_normal_: expected a <= b and std >= 0, got a={a}, b={b}, std={std}")
     if not backend.is_floating(tensor.dtype):
         raise DtypeNotImplementedError(f"trunc_normal_: expected a floating-point tensor, got {tensor.dtype}")
     if mean < a - 2 * std or mean > b + 2 * std:  # PyTorch's warning (its draw is exact there too, as this one)
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
-                      "be incorrect.", stacklevel=2)
+                      "be incorrect.", stacklevel=3)  # at the caller (past _refusing_uninitialized)
     data = tensor._data
     xp = backend.array_module(data)
     gen = backend.generator(tensor.device, generator, "trunc_normal_")
-    if std == 0:
+    if std == 0 or a == b:  # one value left (PyTorch's draw gives a where a == b)
         out = xp.full(data.shape, min(max(mean, a), b), xp.float64)
     else:
         lo, hi = (0.5 * (1 + math.erf((v - mean) / (std * math.sqrt(2)))) for v in (a, b))
@@ -176,8 +193,9 @@ def orthogonal_(tensor, gain=1.0, generator=None):
     """A (semi-)orthogonal matrix times ``gain``, PyTorch's: the tensor as (rows, the rest) from the QR
     decomposition of a normal draw, signs fixed by R's diagonal."""
     if tensor.ndim < 2:
-        raise InputError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape "
+        raise InputError(f"orthogonal_: Only tensors with 2 or more dimensions are supported, got shape "
                          f"{tuple(tensor.shape)}")
+    gain = _gain("orthogonal_", gain)
     if tensor.numel() == 0:
         return tensor
     if not backend.is_floating(tensor.dtype):  # PyTorch's normal_ draw refuses it; the QR's floats would truncate
@@ -208,7 +226,7 @@ def constant_(tensor, val):
 def eye_(tensor):
     """A 2-D tensor set to the identity (ones on the diagonal of its rectangle), as ``torch.nn.init.eye_``."""
     if tensor.ndim != 2:
-        raise InputError(f"eye_: only tensors with 2 dimensions are supported, got {tensor.ndim}")
+        raise InputError(f"eye_: Only tensors with 2 dimensions are supported, got {tensor.ndim}")
     with no_grad():
         tensor._data[...] = tensor._xp.eye(*tensor.shape).astype(tensor._data.dtype)
         return tensor._bump("eye_")
@@ -219,10 +237,13 @@ def dirac_(tensor, groups=1):
     """A 3-, 4- or 5-d convolution weight set to the Dirac delta (each of the first output channels of a group
     passes its input channel through unchanged: an identity convolution), as ``torch.nn.init.dirac_``."""
     if tensor.ndim not in (3, 4, 5):
-        raise InputError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got {tensor.ndim}")
+        raise InputError(f"dirac_: Only tensors with 3, 4, or 5 dimensions are supported, got {tensor.ndim}")
     out, cin = tensor.shape[:2]
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1 or out % groups:
-        raise InputError(f"dirac_: dim 0 ({out}) must be divisible by groups ({groups!r})")
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral):
+        raise InputTypeError(f"dirac_: groups must be an int, got {type(groups).__name__}")
+    if groups < 1 or out % groups:
+        raise InputError(f"dirac_: dim 0 must be divisible by groups, a positive int (got dim 0 of {out} and "
+                         f"groups={groups})")
     per = out // groups
     data = np.zeros(tensor.shape)
     centre = tuple(k // 2 for k in tensor.shape[2:])
@@ -247,21 +268,21 @@ def ones_(tensor):
 @_refusing_uninitialized
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    a = math.sqrt(3.0) * float(gain) * math.sqrt(2.0 / float(fan_in + fan_out))
+    a = math.sqrt(3.0) * _gain("xavier_uniform_", gain) * math.sqrt(2.0 / float(fan_in + fan_out))
     return uniform_(tensor, -a, a, generator)
 
 
 @_refusing_uninitialized
 def xavier_normal_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, float(gain) * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
+    return normal_(tensor, 0.0, _gain("xavier_normal_", gain) * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 @_refusing_uninitialized
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-bound, bound), bound = gain * sqrt(3 / fan). ``a=sqrt(5)`` is Linear's and Conv's default."""
     if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op")  # PyTorch's warning
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)  # PyTorch's, at the caller
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
@@ -271,7 +292,7 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", ge
 @_refusing_uninitialized
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op")  # PyTorch's warning
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)  # PyTorch's, at the caller
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)
@@ -285,7 +306,7 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     ``randperm`` per column from the global generator): here one draw of random keys for the whole tensor,
     whose smallest ``ceil(sparsity * rows)`` in each column mark the zeros."""
     if tensor.ndim != 2:
-        raise ValueError("Only tensors with 2 dimensions are supported")
+        raise InputError(f"sparse_: Only tensors with 2 dimensions are supported, got {tensor.ndim}")
     rows, cols = tensor.shape
     zeros = len(range(rows)[:math.ceil(sparsity * rows)])  # as PyTorch's randperm(rows)[:num_zeros] counts them
     normal_(tensor, 0, std, generator)
