@@ -460,6 +460,19 @@ def test_trunc_normal_of_a_point_interval_and_inits_of_zero_element_tensors():
         assert init(mf.empty(0, 3)).shape == (0, 3)
 
 
+def test_pytorchs_private_no_grad_helpers_fill_as_the_public_inits():
+    """_no_grad_uniform_ / _normal_ / _fill_ / _zero_ (PyTorch's helpers, imported by some code): the same fill
+    with the same generator, in place on a Parameter without autograd history."""
+    p = nn.Parameter(mf.ones(200, 50))
+    assert nn.init._no_grad_uniform_(p, -0.5, 0.25, mf.Generator().manual_seed(4)) is p and p.grad_fn is None
+    want = nn.init.uniform_(mf.empty(200, 50), -0.5, 0.25, mf.Generator().manual_seed(4))
+    assert p.tolist() == want.tolist() and p.min().item() >= -0.5 and p.max().item() < 0.25
+    got = nn.init._no_grad_normal_(mf.empty(200, 50), 1.0, 0.5, mf.Generator().manual_seed(4))
+    assert got.tolist() == nn.init.normal_(mf.empty(200, 50), 1.0, 0.5, mf.Generator().manual_seed(4)).tolist()
+    assert nn.init._no_grad_fill_(p, 2.5) is p and (p.numpy() == 2.5).all()
+    assert nn.init._no_grad_zero_(p) is p and (p.numpy() == 0).all() and p.requires_grad
+
+
 def test_inits_refuse_what_is_no_tensor_and_a_gain_that_is_no_number():
     """Every init given a list / ndarray / None / float: a TypeError naming it (PyTorch's fails on a missing
     attribute); a gain that is no real number: a TypeError naming the init (a 0-d tensor reads as its number);

@@ -188,6 +188,23 @@ def _no_grad_trunc_normal_(tensor, mean, std, a, b, generator=None):
     return trunc_normal_(tensor, mean, std, a, b, generator)
 
 
+# PyTorch's other private helpers behind the public inits, which some code imports: the same fills.
+def _no_grad_uniform_(tensor, a, b, generator=None):
+    return uniform_(tensor, a, b, generator)
+
+
+def _no_grad_normal_(tensor, mean, std, generator=None):
+    return normal_(tensor, mean, std, generator)
+
+
+def _no_grad_fill_(tensor, val):
+    return constant_(tensor, val)
+
+
+def _no_grad_zero_(tensor):
+    return zeros_(tensor)
+
+
 @_refusing_uninitialized
 def orthogonal_(tensor, gain=1.0, generator=None):
     """A (semi-)orthogonal matrix times ``gain``, PyTorch's: the tensor as (rows, the rest) from the QR
