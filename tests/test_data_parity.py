@@ -567,3 +567,20 @@ def test_default_collate_of_ints_too_large_as_pytorchs():
     with pytest.raises(OverflowError, match="default_collate: a Python int .* too large to convert to float64"):
         default_collate([1.0, 2 ** 1100])
     assert default_collate([1.0, 2 ** 63]).tolist() == [1.0, 2.0 ** 63]
+
+
+def test_loader_option_errors_say_what_came():
+    # PyTorch's exception types and words, and the values given
+    for kwargs, words in [
+            ({"batch_size": 2, "batch_sampler": [[0]]}, "mutually exclusive with batch_size, shuffle, sampler, and "
+                                                        "drop_last, got batch_size=2"),
+            ({"shuffle": True, "drop_last": True, "batch_sampler": [[0]]}, "got shuffle=True, drop_last=True"),
+            ({"timeout": -1}, "timeout option should be non-negative, got timeout=-1"),
+            ({"persistent_workers": True}, "persistent_workers option needs num_workers > 0, got num_workers=0"),
+            ({"num_workers": 1, "prefetch_factor": -1}, "non-negative, got prefetch_factor=-1")]:
+        with pytest.raises(ValueError, match=words):
+            DataLoader([1.0], **kwargs)
+    for weights, words in [([1.0, float("nan")], "got nan at index 1"), ([1.0, 2.0, -2.0], "got -2.0 at index 2")]:
+        with pytest.raises(RuntimeError, match=f"WeightedRandomSampler: weights must be finite and non-negative, "
+                                               f"{words}"):
+            WeightedRandomSampler(weights, 2)

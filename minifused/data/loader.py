@@ -244,9 +244,12 @@ class DataLoader(Generic[T_co]):
                     raise ValueError(f"DataLoader with IterableDataset: expected unspecified {name} option, "
                                      f"but got {name}={value!r}")
         if batch_sampler is not None:
-            if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, "
-                                 "shuffle, sampler, and drop_last")
+            clashes = [f"{name}={value!r}" for name, value, unset in (
+                ("batch_size", batch_size, batch_size == 1), ("shuffle", shuffle, not shuffle),
+                ("sampler", sampler, sampler is None), ("drop_last", drop_last, not drop_last)) if not unset]
+            if clashes:
+                raise ValueError(f"DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+                                 f"shuffle, sampler, and drop_last, got {', '.join(clashes)}")
             batch_size = None
         elif batch_size is None:
             if drop_last:
@@ -265,14 +268,16 @@ class DataLoader(Generic[T_co]):
             raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
         # PyTorch's checks of the worker options, though no worker processes run here
         if timeout < 0:
-            raise ValueError("DataLoader: timeout option should be non-negative")
+            raise ValueError(f"DataLoader: timeout option should be non-negative, got timeout={timeout!r}")
         if num_workers == 0 and prefetch_factor is not None:
             raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
                              "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
         if prefetch_factor is not None and prefetch_factor < 0:
-            raise ValueError("DataLoader: prefetch_factor option should be non-negative")
+            raise ValueError(f"DataLoader: prefetch_factor option should be non-negative, got "
+                             f"prefetch_factor={prefetch_factor!r}")
         if persistent_workers and num_workers == 0:
-            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+            raise ValueError(f"DataLoader: persistent_workers option needs num_workers > 0, got "
+                             f"num_workers={num_workers}")
         if generator is not None and not isinstance(generator, np.random.Generator):
             raise TypeError(f"DataLoader: generator must be a numpy.random.Generator (minifused.Generator) or "
                             f"None, got {type(generator).__name__}")

@@ -120,8 +120,9 @@ class WeightedRandomSampler(Sampler[int]):
         if w.ndim != 1:
             raise ValueError(f"{op}: weights should be a 1d sequence but given weights have shape {w.shape}")
         # RuntimeError for weights no draw can come from, as PyTorch's torch.multinomial raises
-        if not np.isfinite(w).all() or (w < 0).any():
-            raise RuntimeError(f"{op}: weights must be finite and non-negative")
+        bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+        if bad.size:
+            raise RuntimeError(f"{op}: weights must be finite and non-negative, got {w[bad[0]]} at index {bad[0]}")
         if w.sum() <= 0:
             raise RuntimeError(f"{op}: the weights sum to zero: nothing to draw")
         if not replacement and self.num_samples > len(w):
