@@ -584,3 +584,26 @@ def test_loader_option_errors_say_what_came():
         with pytest.raises(RuntimeError, match=f"WeightedRandomSampler: weights must be finite and non-negative, "
                                                f"{words}"):
             WeightedRandomSampler(weights, 2)
+
+
+def test_loader_index_and_option_types_as_pytorchs():
+    ds = TensorDataset(mf.arange(4.0))
+    # PyTorch: IndexError for a float index (its tensor indexing), TypeError for a batch that is a single int
+    for kwargs in ({"sampler": [1.0]}, {"batch_sampler": [[1.0]]}, {"sampler": [1.5]}):
+        with pytest.raises(IndexError, match="DataLoader: indices must be integers, got float 1"):
+            list(DataLoader(ds, **kwargs))
+    with pytest.raises(IndexError, match="DataLoader: indices must be integers, got NoneType None"):
+        list(DataLoader(ds, sampler=[None]))
+    with pytest.raises(TypeError, match="DataLoader: a batch of indices must be iterable, got int"):
+        list(DataLoader(ds, batch_sampler=[1, 2]))
+    assert [b[0].tolist() for b in DataLoader(ds, batch_sampler=[np.array([3, 1]), mf.tensor([0])])] == [[3.0, 1.0],
+                                                                                                          [0.0]]
+    # PyTorch's comparisons with 0 raise TypeError for these
+    for kwargs, words in [({"timeout": "a"}, "timeout must be a number, got str"),
+                          ({"timeout": None}, "timeout must be a number, got NoneType"),
+                          ({"num_workers": "2"}, "num_workers must be an int, got str"),
+                          ({"num_workers": 1, "prefetch_factor": "a"}, "prefetch_factor must be a number or None")]:
+        with pytest.raises(TypeError, match=f"DataLoader: {words}"):
+            DataLoader(ds, **kwargs)
+    with pytest.raises(TypeError, match="WeightedRandomSampler: weights should be a sequence of numbers, got None"):
+        WeightedRandomSampler(None, 2)

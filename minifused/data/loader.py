@@ -188,6 +188,24 @@ def _multiprocessing_context(context, num_workers):
     return context
 
 
+def _index_array(op, batch):
+    """A batch of indices (a list, an array or a tensor of ints, or of lists of them) as host int64: TypeError
+    for a batch that cannot be iterated (a batch_sampler of single ints), as PyTorch's fetcher raises; IndexError
+    for an index that is no integer (a float, None), as PyTorch's tensor indexing raises."""
+    if not isinstance(batch, (list, tuple, np.ndarray, Tensor)):
+        try:
+            batch = list(batch)
+        except TypeError:
+            raise TypeError(f"{op}: a batch of indices must be iterable, got {type(batch).__name__}") from None
+    arr = np.asarray(batch)
+    if arr.ndim == 0:
+        raise TypeError(f"{op}: a batch of indices must be iterable, got a single index {arr.item()!r}")
+    if arr.size and arr.dtype.kind not in "iu":
+        bad = next(v for v in arr.reshape(-1).tolist() if not isinstance(v, int) or isinstance(v, bool))
+        raise IndexError(f"{op}: indices must be integers, got {type(bad).__name__} {bad!r}")
+    return arr.astype(np.int64, copy=False)
+
+
 def _in_range(op, idx, n):
     """Host int64 ``idx`` as rows of ``n``: negative ones counted from the end, as Python's indexing; IndexError
     past either end (the device gather assumes rows in range)."""
@@ -262,11 +280,19 @@ class DataLoader(Generic[T_co]):
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle (the sampler gives the "
                              "order), got shuffle=True and a sampler")
-        if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
+        if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool):
+            raise TypeError(f"DataLoader: num_workers must be an int, got {type(num_workers).__name__}")
+        if num_workers < 0:
             raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r}")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
-        # PyTorch's checks of the worker options, though no worker processes run here
+        # PyTorch's checks of the worker options, though no worker processes run here (TypeError for a value
+        # that is no number, as PyTorch's comparison with 0 raises)
+        if not isinstance(timeout, numbers.Real):
+            raise TypeError(f"DataLoader: timeout must be a number, got {type(timeout).__name__}")
+        if prefetch_factor is not None and not isinstance(prefetch_factor, numbers.Real):
+            raise TypeError(f"DataLoader: prefetch_factor must be a number or None, got "
+                            f"{type(prefetch_factor).__name__}")
         if timeout < 0:
             raise ValueError(f"DataLoader: timeout option should be non-negative, got timeout={timeout!r}")
         if num_workers == 0 and prefetch_factor is not None:
@@ -493,7 +519,7 @@ class DataLoader(Generic[T_co]):
                 yield [Tensor._from_array(a) for a in gather(perm[start:start + bs])]
             return
         for idx in self._index_batches(indices):
-            idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+            idx = _index_array("DataLoader", idx)
             if not idx.size:  # (PyTorch's default_collate fails on an empty batch)
                 raise IndexError("DataLoader: a batch of no indices: default_collate needs at least one sample")
             # a sampler of index lists (a BatchSampler given as sampler): each sample is the rows at its list,

@@ -114,6 +114,8 @@ class WeightedRandomSampler(Sampler[int]):
             raise ValueError(f"{op}: replacement should be a boolean value, got {replacement!r}")
         w = backend.to_device(weights._data, backend.CPU) if hasattr(weights, "_data") else weights
         try:
+            if w is None:  # (NumPy reads None as NaN)
+                raise TypeError
             w = np.asarray(w, dtype=np.float64)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{op}: weights should be a sequence of numbers, got {type(weights).__name__}") from e
