@@ -357,7 +357,8 @@ def test_polynomial_lr_resumed_keeps_the_lr_at_construction(last_epoch):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"max_lr": [0.1]}, "expected 2 values for max_lr"), ({"max_lr": [0.1, 0.2, 0.3]}, "expected 2 values"),
+    ({"max_lr": [0.1]}, "OneCycleLR: max_lr must have the same length as optimizer.param_groups: max_lr has 1 "
+                        "values, param_groups has 2"), ({"max_lr": [0.1, 0.2, 0.3]}, "max_lr has 3 values"),
     ({"total_steps": 10.5}, "positive integer total_steps"), ({"total_steps": 0}, "positive integer total_steps"),
     ({"epochs": -2, "steps_per_epoch": -5}, "positive integer epochs"),
     ({"epochs": 2.5, "steps_per_epoch": 4}, "positive integer epochs"),
@@ -722,3 +723,28 @@ def test_cosine_of_t_max_zero_builds_and_its_step_divides_by_zero():
         assert sched.last_epoch == epoch and sched.get_last_lr() == [0.5] == [opt.param_groups[0]["lr"]]
     with pytest.warns(UserWarning), pytest.raises(ZeroDivisionError):
         sched.step(3)
+
+
+def _group_lrs(sched, opt, steps):
+    """[lr of every group] after each of ``steps`` steps (floats: a tensor lr read as its value)."""
+    out = []
+    for _ in range(steps):
+        opt.step()
+        sched.step()
+        assert [float(v) for v in sched.get_last_lr()] == [float(g["lr"]) for g in opt.param_groups]
+        out.append([float(g["lr"]) for g in opt.param_groups])
+    return out
+
+
+def test_one_cycle_clones_a_tensor_max_lr_for_each_group():
+    """A tensor max_lr is cloned for each group, as PyTorch's: the tensor given, filled after construction, leaves
+    the schedule as it was (each group held that tensor itself). PyTorch 2.13's lrs (float32 tensors)."""
+    opt = _opt()
+    m = mf.tensor(0.3)
+    sched = S.OneCycleLR(opt, m, total_steps=10)
+    g0, g1 = opt.param_groups
+    assert g0["max_lr"] is not m and g1["max_lr"] is not m and g0["max_lr"] is not g1["max_lr"]
+    m.fill_(1.0)
+    want = [0.15600000321865082, 0.30000001192092896, 0.2851454019546509, 0.2435237318277359]
+    assert _group_lrs(sched, opt, 4) == [[v, v] for v in want]
+

@@ -283,13 +283,8 @@ class OneCycleLR(LRScheduler):
         self.total_steps = int(total_steps)
         self._anneal_func_type = anneal_strategy  # (PyTorch's attribute names: its state dicts load here)
         self.cycle_momentum = cycle_momentum
-        n = len(optimizer.param_groups)
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
-        if len(max_lrs) != n:
-            raise ValueError(f"OneCycleLR: expected {n} values for max_lr (one a parameter group), got {len(max_lrs)}")
-        for v in max_lrs:  # (kept as given; a string from a config file would fail in lr / div_factor)
-            if isinstance(v, (str, bool)) or not isinstance(v, (numbers.Real, Tensor)):
-                raise TypeError(f"OneCycleLR: expected a number max_lr (or one per parameter group), got {max_lr!r}")
+        # (one per group, a tensor cloned for each, as PyTorch's: a group's max_lr is not the tensor given)
+        max_lrs = _per_group("max_lr", optimizer, max_lr, "OneCycleLR")
         if three_phase:
             self._schedule_phases = [
                 {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
