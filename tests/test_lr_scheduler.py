@@ -748,3 +748,26 @@ def test_one_cycle_clones_a_tensor_max_lr_for_each_group():
     want = [0.15600000321865082, 0.30000001192092896, 0.2851454019546509, 0.2435237318277359]
     assert _group_lrs(sched, opt, 4) == [[v, v] for v in want]
 
+
+@pytest.mark.parametrize("kwargs, want", [  # PyTorch 2.13's lrs after the 2nd and 3rd steps (float32 tensors)
+    (dict(factor=mf.tensor(0.5)), [[0.05000000074505806, 0.02500000037252903],
+                                   [0.02500000037252903, 0.012500000186264515]]),
+    (dict(min_lr=mf.tensor(0.03)), [[0.029999999329447746] * 2] * 2),
+    (dict(min_lr=[mf.tensor(0.03), 0.0]), [[0.029999999329447746, 0.005000000000000001],
+                                           [0.029999999329447746, 0.0005000000000000001]]),
+])
+def test_plateau_takes_a_tensor_factor_and_min_lr(kwargs, want):
+    """PyTorch's ReduceLROnPlateau takes a one-element tensor factor or min_lr (it raised a TypeError here): the lr
+    it reduces to a tensor becomes one, filled in place from then on (a float floor keeps a float)."""
+    opt = _opt()
+    sched = S.ReduceLROnPlateau(opt, patience=0, **kwargs)
+    sched.step(1.0)
+    assert sched.get_last_lr() == list(BASES)
+    got = []
+    for _ in range(2):
+        sched.step(1.0)
+        got.append([float(v) for v in sched.get_last_lr()])
+    assert got == want
+    assert [isinstance(g["lr"], mf.Tensor) for g in opt.param_groups] == [True, "factor" in kwargs or
+                                                                          not isinstance(kwargs["min_lr"], list)]
+

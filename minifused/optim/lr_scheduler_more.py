@@ -162,11 +162,12 @@ class ReduceLROnPlateau(LRScheduler):
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
                  cooldown=0, min_lr=0, eps=1e-8):
         _check_optimizer(optimizer)
-        for what, v in [("factor", factor)] + [("min_lr", m) for m in (min_lr if isinstance(min_lr, (list, tuple))
-                                                                          else [min_lr])]:
-            if isinstance(v, bool) or not isinstance(v, numbers.Real):  # (PyTorch's: a raw error at a comparison)
-                raise TypeError(f"ReduceLROnPlateau: expected a number {what}, got {v!r}")
-        _numbers("ReduceLROnPlateau", patience=patience, threshold=threshold, cooldown=cooldown, eps=eps)
+        # (a one-element tensor too, as PyTorch's takes it: the lr it reduces becomes a tensor; a string is
+        # PyTorch's raw error at a comparison)
+        for m in min_lr if isinstance(min_lr, (list, tuple)) else [min_lr]:
+            _numbers("ReduceLROnPlateau", min_lr=m)
+        _numbers("ReduceLROnPlateau", factor=factor, patience=patience, threshold=threshold, cooldown=cooldown,
+                 eps=eps)
         if not factor < 1.0:
             raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
         self.factor = factor
