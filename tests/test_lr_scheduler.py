@@ -771,3 +771,20 @@ def test_plateau_takes_a_tensor_factor_and_min_lr(kwargs, want):
     assert [isinstance(g["lr"], mf.Tensor) for g in opt.param_groups] == [True, "factor" in kwargs or
                                                                           not isinstance(kwargs["min_lr"], list)]
 
+
+@pytest.mark.parametrize("opt_name, make", [
+    ("Adagrad", lambda o: S.CyclicLR(o, 0.01, 0.1)),  # no momentum to cycle
+    ("SGD", lambda o: S.CyclicLR(o, 0.01, 0.1, mode="tri")),
+    ("SGD", lambda o: S.CyclicLR(o, 0.01, 0.1, base_momentum=[0.8])),
+    ("Adagrad", lambda o: S.OneCycleLR(o, 0.1, total_steps=10)),
+    ("SGD", lambda o: S.OneCycleLR(o, 0.1, total_steps=10, max_momentum=[0.9, 0.9, 0.9])),
+])
+def test_cyclic_and_one_cycle_refused_leave_the_groups_as_they_were(opt_name, make):
+    """A bad argument of CyclicLR / OneCycleLR raises before any group changes (PyTorch's had set the base lrs, or
+    initial_lr / max_lr / min_lr, by then)."""
+    a, b = nn.Parameter(mf.ones(3)), nn.Parameter(mf.ones(2))
+    opt = getattr(optim, opt_name)([{"params": [a]}, {"params": [b], "lr": BASES[1]}], lr=BASES[0])
+    before = [dict(g) for g in opt.param_groups]
+    with pytest.raises(ValueError):
+        make(opt)
+    assert [dict(g) for g in opt.param_groups] == before

@@ -299,11 +299,6 @@ class OneCycleLR(LRScheduler):
                  "end_lr": "max_lr", "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
                 {"end_step": self.total_steps - 1, "start_lr": "max_lr", "end_lr": "min_lr",
                  "start_momentum": "base_momentum", "end_momentum": "max_momentum"}]
-        if last_epoch == -1:
-            for lr, g in zip(max_lrs, optimizer.param_groups):
-                g["initial_lr"] = lr / div_factor
-                g["max_lr"] = lr
-                g["min_lr"] = g["initial_lr"] / final_div_factor
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError(f"OneCycleLR: optimizer must support momentum or beta1 with `cycle_momentum` option "
@@ -311,13 +306,18 @@ class OneCycleLR(LRScheduler):
             self.use_beta1 = "betas" in optimizer.defaults
             tops = _per_group("max_momentum", optimizer, max_momentum, "OneCycleLR")  # (one, or one per group)
             bases = _per_group("base_momentum", optimizer, base_momentum, "OneCycleLR")
+        if last_epoch == -1:  # (every argument checked: a bad one leaves the optimizer's groups as they were)
+            for lr, g in zip(max_lrs, optimizer.param_groups):
+                g["initial_lr"] = lr / div_factor
+                g["max_lr"] = lr
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        if last_epoch == -1 and cycle_momentum:
             for g, top, base in zip(optimizer.param_groups, tops, bases):
-                if last_epoch == -1:
-                    if self.use_beta1:
-                        g["betas"] = (top, *g["betas"][1:])
-                    else:
-                        g["momentum"] = top
-                    g["max_momentum"], g["base_momentum"] = top, base
+                if self.use_beta1:
+                    g["betas"] = (top, *g["betas"][1:])
+                else:
+                    g["momentum"] = top
+                g["max_momentum"], g["base_momentum"] = top, base
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start, end, pct):
@@ -387,9 +387,6 @@ class CyclicLR(LRScheduler):
                  max_momentum=0.9, last_epoch=-1):
         _check_optimizer(optimizer)
         base_lrs = _per_group("base_lr", optimizer, base_lr)
-        if last_epoch == -1:
-            for lr, g in zip(base_lrs, optimizer.param_groups):
-                _set_lr(g, lr)
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
@@ -411,10 +408,13 @@ class CyclicLR(LRScheduler):
             self.use_beta1 = "betas" in optimizer.defaults
             self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
             self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for m, b, g in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
-                    self._set_momentum(g, m)
-                    g["max_momentum"], g["base_momentum"] = m, b
+        if last_epoch == -1:  # (every argument checked: a bad one leaves the optimizer's groups as they were)
+            for lr, g in zip(base_lrs, optimizer.param_groups):
+                _set_lr(g, lr)
+        if last_epoch == -1 and self.cycle_momentum:
+            for m, b, g in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                self._set_momentum(g, m)
+                g["max_momentum"], g["base_momentum"] = m, b
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
