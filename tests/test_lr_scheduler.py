@@ -772,6 +772,17 @@ def test_plateau_takes_a_tensor_factor_and_min_lr(kwargs, want):
                                                                           not isinstance(kwargs["min_lr"], list)]
 
 
+def test_cyclic_lr_step_size_up_zero_is_pytorchs_zero_division_error():
+    """PyTorch's CyclicLR(step_size_up=0) fails in its constructor with a ZeroDivisionError; here the error is that
+    and a ValueError naming the argument, the optimizer's lrs untouched."""
+    opt = _opt()
+    for down in (None, 3):
+        with pytest.raises(ZeroDivisionError, match="CyclicLR: expected step_size_up > 0 and step_size_down >= 0, "
+                                                    f"got 0 and {down}"):
+            S.CyclicLR(opt, 0.01, 0.1, step_size_up=0, step_size_down=down)
+    assert [g["lr"] for g in opt.param_groups] == list(BASES)
+
+
 @pytest.mark.parametrize("opt_name, make", [
     ("Adagrad", lambda o: S.CyclicLR(o, 0.01, 0.1)),  # no momentum to cycle
     ("SGD", lambda o: S.CyclicLR(o, 0.01, 0.1, mode="tri")),

@@ -375,6 +375,11 @@ def _per_group(what, optimizer, value, where="CyclicLR"):
     return [v.clone() if isinstance(v, Tensor) else v for v in values]
 
 
+class _StepSizeZeroError(ValueError, ZeroDivisionError):
+    """CyclicLR's step_size_up of 0: a ValueError, and the ZeroDivisionError PyTorch's constructor raises for it
+    (its cycle's rise divides by zero)."""
+
+
 class CyclicLR(LRScheduler):
     """The cyclical learning rate policy (PyTorch's ``CyclicLR``): the lr climbs from ``base_lr`` to ``max_lr``
     over ``step_size_up`` steps and falls back over ``step_size_down`` (default: as many), its amplitude scaled
@@ -391,8 +396,9 @@ class CyclicLR(LRScheduler):
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
         if not up > 0 or not down >= 0:  # (a step_size_down of 0: a sawtooth, as PyTorch's gives it)
-            raise ValueError(f"CyclicLR: expected step_size_up > 0 and step_size_down >= 0, got {step_size_up!r} "
-                             f"and {step_size_down!r}")
+            raise (_StepSizeZeroError if up == 0 else ValueError)(
+                f"CyclicLR: expected step_size_up > 0 and step_size_down >= 0, got {step_size_up!r} and "
+                f"{step_size_down!r}")
         self.total_size, self.step_ratio = up + down, up / (up + down)
         if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
             raise ValueError(f"CyclicLR: mode is invalid and scale_fn is None (mode={mode!r})")
