@@ -1,7 +1,6 @@
 """PyTorch names that minifused lacked: torch.utils.data's iterable datasets, StackDataset, default_convert,
 get_worker_info; torch.autograd's Variable, gradcheck, set_detect_anomaly and autograd.functional."""
 import collections
-import warnings
 
 import numpy as np
 import pytest
