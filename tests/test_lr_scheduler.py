@@ -799,3 +799,49 @@ def test_cyclic_and_one_cycle_refused_leave_the_groups_as_they_were(opt_name, ma
     with pytest.raises(ValueError):
         make(opt)
     assert [dict(g) for g in opt.param_groups] == before
+
+
+# PyTorch 2.13's lrs and momenta (AdamW's beta1 / SGD's momentum) of both groups after steps 3, 12, 24 and 33
+_CYCLED = {
+    "OneCycleLR_three_phase_linear_AdamW": (
+        "AdamW", lambda o: S.OneCycleLR(o, max_lr=[0.3, 0.1], total_steps=41, three_phase=True,
+                                        anneal_strategy="linear", base_momentum=0.8, max_momentum=[0.9, 0.99]),
+        {3: ([0.08846017699115044, 0.029486725663716816], [0.8734513274336283, 0.9395575221238938]),
+         12: ([0.2821592920353982, 0.09405309734513274], [0.8061946902654867, 0.8117699115044248]),
+         24: ([0.011034579310344827, 0.0036781931034482757], [0.9, 0.99]),
+         33: ([0.004828303448275862, 0.0016094344827586207], [0.9, 0.99])}),
+    "CyclicLR_exp_range_SGD": (
+        "SGD", lambda o: S.CyclicLR(o, 0.01, 0.1, step_size_up=5, mode="exp_range", gamma=0.97),
+        {3: ([0.05928434200000001] * 2, [0.8452396200000001] * 2),
+         12: ([0.03497832499583579] * 2, [0.8722463055601825] * 2),
+         24: ([0.044662039977644084] * 2, [0.8614866222470622] * 2),
+         33: ([0.029763369510498405] * 2, [0.8780407005438907] * 2)}),
+}
+
+
+@pytest.mark.parametrize("name", list(_CYCLED))
+def test_cycled_lrs_and_momenta_resumed_mid_run_are_pytorchs(name):
+    """Both groups' lrs and momenta, bit for bit PyTorch's, through a state-dict round trip at step 17 into a fresh
+    optimizer and scheduler (built first, then the optimizer's state loaded, then the scheduler's)."""
+    opt_name, make, want = _CYCLED[name]
+
+    def fresh():
+        a, b = nn.Parameter(mf.ones(3)), nn.Parameter(mf.ones(2))
+        kw = {"momentum": 0.9} if opt_name == "SGD" else {}
+        opt = getattr(optim, opt_name)([{"params": [a]}, {"params": [b], "lr": BASES[1]}], lr=BASES[0], **kw)
+        return opt, make(opt)
+
+    opt, sched = fresh()
+    key = "betas" if opt_name == "AdamW" else "momentum"
+    for step in range(1, 34):
+        opt.step()
+        sched.step()
+        if step == 17:
+            state, opt_state = sched.state_dict(), opt.state_dict()
+            opt, sched = fresh()
+            opt.load_state_dict(opt_state)
+            sched.load_state_dict(state)
+        if step in want:
+            moms = [g[key][0] if key == "betas" else g[key] for g in opt.param_groups]
+            assert (sched.get_last_lr(), moms) == want[step], step
+    assert sched.last_epoch == 33 and [g["lr"] for g in opt.param_groups] == sched.get_last_lr()
