@@ -276,7 +276,8 @@ def test_calculate_gain_table_and_its_errors():
     assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2.0 / 1.04)
     assert nn.init.calculate_gain("leaky_relu", np.float64(0.2)) == math.sqrt(2.0 / 1.04)  # a float subclass
     assert nn.init.calculate_gain("relu", "x") == math.sqrt(2) and nn.init.calculate_gain("tanh", True) == 5.0 / 3
-    for bad, shown in ((True, "True"), ("0.2", "0.2"), ([0.2], r"\[0.2\]"), (np.float32(0.5), "0.5"), (np.int64(2), "2")):
+    for bad, shown in ((True, "True"), ("0.2", "0.2"), ([0.2], r"\[0.2\]"), (np.float32(0.5), "0.5"),
+                       (np.int64(2), "2")):
         with pytest.raises(ValueError, match=f"negative_slope {shown} not a valid number"):
             nn.init.calculate_gain("leaky_relu", bad)
     for bad in ("gelu", "ReLU", None, "identity"):
