@@ -845,3 +845,21 @@ def test_cycled_lrs_and_momenta_resumed_mid_run_are_pytorchs(name):
             moms = [g[key][0] if key == "betas" else g[key] for g in opt.param_groups]
             assert (sched.get_last_lr(), moms) == want[step], step
     assert sched.last_epoch == 33 and [g["lr"] for g in opt.param_groups] == sched.get_last_lr()
+
+
+def test_one_cycle_phase_of_no_length_names_it():
+    """A phase that starts and ends at the same step divides by zero in PyTorch's (a bare ZeroDivisionError, at the
+    same step): pct_start 1 makes the annealing phase one after the last step, three phases over 2 steps the
+    first."""
+    match = r"OneCycleLR: step {} falls in phase {} of the schedule, which has no length"
+    opt = _opt()
+    sched = S.OneCycleLR(opt, 0.1, total_steps=10, pct_start=1.0)
+    for _ in range(9):
+        opt.step()
+        sched.step()
+    assert sched.get_last_lr() == pytest.approx([0.1, 0.1], rel=1e-12)  # the peak, at the last step
+    opt.step()
+    with pytest.raises(ZeroDivisionError, match=match.format(10, 2)):
+        sched.step()
+    with pytest.raises(ZeroDivisionError, match=match.format(0, 1)):
+        S.OneCycleLR(_opt(), 0.1, total_steps=2, pct_start=0.5, three_phase=True)

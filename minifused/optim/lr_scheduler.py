@@ -347,6 +347,11 @@ class OneCycleLR(LRScheduler):
             for i, phase in enumerate(self._schedule_phases):
                 end_step = phase["end_step"]
                 if step <= end_step or i == len(self._schedule_phases) - 1:
+                    if end_step == start_step:  # (PyTorch's: a bare division by zero)
+                        raise ZeroDivisionError(
+                            f"OneCycleLR: step {step} falls in phase {i + 1} of the schedule, which has no length "
+                            f"(it starts and ends at step {end_step:g}): pick pct_start and total_steps "
+                            f"(={self.total_steps}) so that every phase spans a step")
                     pct = (step - start_step) / (end_step - start_step)
                     lr = self._anneal(g[phase["start_lr"]], g[phase["end_lr"]], pct)
                     if self.cycle_momentum:
