@@ -128,6 +128,8 @@ class Module(StateDicts):
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
+                if store is self._buffers:  # (a buffer registered again later is persistent unless told)
+                    self.__dict__.get("_non_persistent", set()).discard(name)
                 return
         object.__delattr__(self, name)
 
