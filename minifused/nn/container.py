@@ -78,6 +78,8 @@ class _ModuleSequence(Module):
         return self._modules[self._key_at(idx)]
 
     def __setitem__(self, idx, module):
+        if isinstance(idx, slice):
+            raise InputTypeError(f"{type(self).__name__}: item assignment takes an integer index, got a slice")
         self.register_module(self._key_at(idx), module)
 
     def __delitem__(self, idx):
@@ -289,7 +291,25 @@ class ModuleDict(Module):
         self._modules.clear()
 
     def update(self, modules):
-        for name, m in dict(modules).items():
+        """The entries of a mapping, or of an iterable of (name, module) pairs, in their order; all checked first,
+        so that a bad one adds none."""
+        if not isinstance(modules, collections.abc.Iterable):
+            raise InputTypeError(f"ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                                 f"{type(modules).__name__}")
+        items = list(modules.items()) if isinstance(modules, (collections.abc.Mapping, ModuleDict)) else list(modules)
+        for i, pair in enumerate(items):
+            if not isinstance(pair, collections.abc.Iterable):
+                raise InputTypeError(f"ModuleDict update sequence element #{i} should be Iterable; is "
+                                     f"{type(pair).__name__}")
+            pair = items[i] = tuple(pair)
+            if len(pair) != 2:
+                raise InputError(f"ModuleDict update sequence element #{i} has length {len(pair)}; 2 is required")
+            name, m = pair
+            if m is not None and not isinstance(m, Module):
+                raise InputTypeError(f"ModuleDict: {name!r} is a {type(m).__name__}, not a Module")
+            if name not in self._modules:
+                self._check_name("module", name, "_modules")
+        for name, m in items:
             self.register_module(name, m)
 
     def keys(self):
@@ -382,6 +402,11 @@ class ParameterList(Module):
         return "\n".join(_entry_repr(i, v, lambda t: str(t.dtype)) for i, v in enumerate(self))
 
 
+class _MissingKey(KeyError, AttributeError):
+    """A key a ParameterDict lacks: a KeyError, as a dict's, and an AttributeError, as PyTorch's (which looks the
+    key up as an attribute)."""
+
+
 class ParameterDict(Module):
     """Values under string keys, in insertion order, as PyTorch's: a tensor given becomes a Parameter, registered
     under its key; anything else (a number, None) is kept as a plain attribute of that name. The dict methods,
@@ -399,7 +424,7 @@ class ParameterDict(Module):
 
     def __getitem__(self, key):
         if key not in self._keys:
-            raise KeyError(key)
+            raise _MissingKey(key)
         return getattr(self, key)
 
     def __setitem__(self, key, value):
