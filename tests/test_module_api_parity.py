@@ -478,3 +478,73 @@ def test_module_to_an_unknown_string_names_it_a_device():
     with pytest.raises(RuntimeError, match="unknown device 'gpu'"):
         lin.to("gpu")
     assert lin.weight.dtype == mf.float32 and lin.to("cpu") is lin
+
+
+# ---------------------------------------------------------------- a differential sweep against PyTorch 2.13
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(2, 2, device="cpu")
+        self.l2 = nn.Linear(2, 2, device="cpu")
+        self.l2.weight = self.l1.weight
+        self.shared = self.l1
+        self.seq = nn.Sequential(self.l1, self.l2)
+
+
+def test_tied_weights_and_shared_submodules_are_named_once_unless_asked():
+    m = _Tied()  # PyTorch 2.13's names, in order
+    assert [k for k, _ in m.named_parameters()] == ["l1.weight", "l1.bias", "l2.bias"]
+    assert [k for k, _ in m.named_parameters(remove_duplicate=False)] == [
+        "l1.weight", "l1.bias", "l2.weight", "l2.bias", "shared.weight", "shared.bias", "seq.0.weight",
+        "seq.0.bias", "seq.1.weight", "seq.1.bias"]
+    assert [k for k, _ in m.named_modules(prefix="root")] == ["root", "root.l1", "root.l2", "root.seq"]
+    assert [k for k, _ in m.named_modules(remove_duplicate=False)] == ["", "l1", "l2", "shared", "seq", "seq.0",
+                                                                       "seq.1"]
+    assert [k for k, _ in m.named_children()] == ["l1", "l2", "seq"] and len(list(m.parameters())) == 3
+    assert list(m.state_dict()) == ["l1.weight", "l1.bias", "l2.weight", "l2.bias", "shared.weight", "shared.bias",
+                                    "seq.0.weight", "seq.0.bias", "seq.1.weight", "seq.1.bias"]
+
+
+def test_deleting_a_non_persistent_buffer_forgets_that_it_was():
+    m = nn.Module()
+    m.register_buffer("running", cpu(np.ones(2)), persistent=False)
+    del m.running
+    assert m._non_persistent_buffers_set == set()  # PyTorch's: discarded with the buffer
+    m._buffers["running"] = cpu(np.zeros(2))  # (as state-dict pre-hooks and older code register buffers)
+    assert list(m.state_dict()) == ["running"]
+
+
+def test_parameter_dict_missing_key_is_a_key_error_and_pytorchs_attribute_error():
+    pd = nn.ParameterDict({"a": cpu(np.ones(1))})
+    for kind in (KeyError, AttributeError):
+        with pytest.raises(kind):
+            pd["zz"]
+    assert pd.get("zz", 5) == 5 and "zz" not in pd
+
+
+def test_module_dict_update_errors_are_pytorchs_and_add_nothing():
+    md = nn.ModuleDict({"b": nn.ReLU()})
+    with pytest.raises(TypeError, match="^ModuleDict.update should be called with an iterable of key/value pairs, "
+                                        "but got int$"):
+        md.update(3)
+    with pytest.raises(ValueError, match="^ModuleDict update sequence element #1 has length 1; 2 is required$"):
+        md.update([("c", nn.Tanh()), ("a",)])
+    with pytest.raises(TypeError, match="^ModuleDict update sequence element #0 should be Iterable; is int$"):
+        md.update([1])
+    with pytest.raises(TypeError, match="'q' is a int, not a Module"):
+        md.update([("c", nn.Tanh()), ("q", 3)])
+    with pytest.raises(KeyError, match='contain "\\.", got: a.b'):
+        md.update({"c": nn.Tanh(), "a.b": nn.ReLU()})
+    assert list(md) == ["b"]  # (PyTorch's would have added "c" before each error)
+    md.update([("z", nn.Tanh())])
+    md.update({"a": nn.ELU(), "b": nn.GELU()})  # a plain dict in its order; an existing key keeps its place
+    assert list(md) == ["b", "z", "a"] and type(md["b"]).__name__ == "GELU"
+
+
+@pytest.mark.parametrize("container", [nn.ModuleList, nn.Sequential])
+def test_container_item_assignment_takes_an_integer_index(container):
+    c = container([nn.ReLU(), nn.Tanh()]) if container is nn.ModuleList else container(nn.ReLU(), nn.Tanh())
+    with pytest.raises(TypeError, match="item assignment takes an integer index, got a slice"):
+        c[0:1] = [nn.ELU()]
+    c[-1] = nn.ELU()
+    assert [type(x).__name__ for x in c] == ["ReLU", "ELU"]
