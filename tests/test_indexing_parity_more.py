@@ -195,3 +195,40 @@ def test_index_add_and_index_put_accumulate_add_one_value_at_a_time(dtype):
     x = mf.zeros(4, dtype=mf.tensor(base).dtype, requires_grad=True)
     x[i].backward(v)
     np.testing.assert_array_equal(x.grad.numpy(), _one_by_one(np.zeros(4, dtype), index, values))
+
+
+@pytest.mark.parametrize("value", (None, "a", object(), [1.0, "a"]))
+def test_setitem_refuses_a_value_that_is_no_number_and_writes_nothing(value):
+    # PyTorch 2.13: TypeError "can't assign a NoneType to a torch.FloatTensor" (NumPy would write NaN for None)
+    x = mf.arange(6.0).reshape(2, 3)
+    with pytest.raises(TypeError, match=f"setitem: can't assign a {type(value).__name__} to a float32 tensor"):
+        x[0] = value
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))
+
+
+def test_getitem_with_a_string_is_a_type_error():
+    # PyTorch 2.13: TypeError (new(): invalid data type 'str'); other objects an IndexError
+    with pytest.raises(TypeError, match="getitem: only integers, slices"):
+        mf.arange(3.0)["a"]
+    with pytest.raises(IndexError, match=r"getitem: only integers, slices .*\(got dict\)"):
+        mf.arange(3.0)[{}]
+
+
+def test_index_op_count_and_shape_errors_have_pytorchs_classes():
+    x = mf.zeros(3, 2)
+    # PyTorch 2.13: IndexError "index_copy_(): Number of indices (2) should be equal to source.size(dim) (3)"
+    with pytest.raises(IndexError, match=r"index_copy_: source must have shape \(2, 2\).*got \(3, 2\)"):
+        x.index_copy_(0, mf.tensor([0, 2]), mf.ones(3, 2))
+    # other dims differing: RuntimeError there
+    with pytest.raises(RuntimeError, match=r"index_copy_: source must have shape \(2, 2\).*got \(2, 3\)"):
+        x.index_copy_(0, mf.tensor([0, 2]), mf.ones(2, 3))
+    # PyTorch 2.13: IndexError "put_(): Expected source and index to have the same number of elements ..."
+    with pytest.raises(IndexError, match=r"put_\(\): Expected source and index to have the same number"):
+        x.put_(mf.tensor([0, 1]), mf.tensor([1.0]))
+    # PyTorch 2.13: index_fill_ with a 2-d index is a RuntimeError ("Index has to be a vector/scalar"),
+    # index_select's an IndexError
+    with pytest.raises(RuntimeError, match=r"index_fill_: index must be a vector .*\(1, 1\)"):
+        x.index_fill_(0, mf.tensor([[0]]), 1.0)
+    with pytest.raises(IndexError, match=r"index_select: index must be a vector"):
+        x.index_select(0, mf.tensor([[0]]))
+    np.testing.assert_array_equal(x.numpy(), np.zeros((3, 2)))

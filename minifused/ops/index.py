@@ -92,7 +92,8 @@ def _vector_index(op, x, dim, index, negative=False):
     elif index.dtype not in (np.int64, np.int32):
         raise RuntimeError(f"{op}: expected dtype int32 or int64 for index, got {index.dtype}")
     if index.ndim > 1:
-        raise IndexError(f"{op}: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
+        # (PyTorch's index_select / index_add raise an IndexError, index_fill a RuntimeError: this error is both)
+        raise backend.IndexInputError(f"{op}: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
     (axis,) = normalize_axis(op, dim, x.ndim)
     n = x.shape[axis] if x.ndim else 1
     # (PyTorch's index_add raises a RuntimeError, the others an IndexError: this error is both)
@@ -488,8 +489,11 @@ def _index_add_args(op, input, dim, index, source):
     _same_device(op, input, source, "source")
     want = tuple(input.shape[:axis]) + (idx.shape[0],) + tuple(input.shape[axis + 1:]) if input.ndim else idx.shape
     if tuple(source.shape) != want and not (source.ndim == 0 and want == (1,)):
-        raise RuntimeError(f"{op}: source must have shape {want} (the input's with index's length along dim "
-                           f"{axis}), got {tuple(source.shape)}")
+        # (PyTorch's index_copy_ raises an IndexError where the number of indices differs from source's length)
+        count = source.ndim == input.ndim and source.ndim and source.shape[axis] != idx.shape[0]
+        raise (backend.IndexInputError if count else RuntimeError)(
+            f"{op}: source must have shape {want} (the input's with index's length along dim {axis}), "
+            f"got {tuple(source.shape)}")
     return axis, idx, reshape(source, want) if source.ndim == 0 else source
 
 

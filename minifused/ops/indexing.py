@@ -113,8 +113,9 @@ def _component(v, x, op):
         arr = np.asarray(v)
         v = arr.astype(np.int64) if arr.size == 0 else arr
     if not (isinstance(v, np.ndarray) or backend.is_cuda_array(v)):
-        raise IndexError(f"{op}: only integers, slices (`:`), ellipsis (`...`), None and integer or bool "
-                         f"tensors are valid indices (got {type(v).__name__})")
+        exc = TypeError if isinstance(v, (str, bytes)) else IndexError  # (PyTorch's classes: it reads text as data)
+        raise exc(f"{op}: only integers, slices (`:`), ellipsis (`...`), None and integer or bool "
+                  f"tensors are valid indices (got {type(v).__name__})")
     if v.dtype != np.bool_ and not np.issubdtype(v.dtype, np.integer):
         raise IndexError(f"{op}: tensors used as indices must be integer or bool, got {v.dtype}")
     if v.ndim == 0:
@@ -413,6 +414,21 @@ def setitem(x, index, value):
     return _write(x, index, value)
 
 
+def _value_array(x, value):
+    """A sequence or array ``value`` of numbers as an array of ``x``'s dtype on its device (PyTorch takes only tensors
+    and numbers; a nested list or a NumPy array is read as ``tensor(value)`` would); anything else (None, a string)
+    is refused, where NumPy would write NaN or fail inside the conversion."""
+    if isinstance(value, (list, tuple, np.ndarray)) or backend.is_cuda_array(value):
+        try:
+            arr = np.asarray(value) if isinstance(value, (list, tuple)) else value
+        except ValueError:  # a ragged list
+            arr = None
+        if arr is not None and arr.dtype.kind in "biufc":
+            return backend.to_device(arr, x.device).astype(x.dtype, copy=False)
+    raise TypeError(f"setitem: can't assign a {type(value).__name__} to a {x.dtype} tensor (expected a tensor, "
+                    f"a number or a sequence of numbers)")
+
+
 def _write(x, index, value):
     stages = _normalize_index(x, index, "setitem")
     autograd.refuse_view_of_grad_leaf("setitem", x)
@@ -430,7 +446,7 @@ def _write(x, index, value):
     elif isinstance(value, (numbers.Number, np.generic)):
         value = fill_number("setitem", value, x.dtype)
     else:
-        value = backend.to_device(np.asarray(value), x.device).astype(x.dtype, copy=False)
+        value = _value_array(x, value)
     raw = value._data if isinstance(value, Tensor) else value
     if hasattr(raw, "shape") and _xp(x._data).may_share_memory(x._data, raw):
         raw = backend.copy(raw)  # x[1:] = x[:-1]: read everything before writing

@@ -116,8 +116,9 @@ def put(input, index, source, accumulate=False):  # noqa: A002 - PyTorch's names
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
                            f"{np.dtype(input.dtype).name} and source.dtype = {np.dtype(source.dtype).name}")
     if index.numel() != source.numel():
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
-                           f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+        raise backend.IndexInputError(  # (an IndexError, PyTorch's class, and the RuntimeError it was)
+            f"put_(): Expected source and index to have the same number of elements, but got "
+            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
     n = input.numel()
     flat_index = Tensor._from_array(_in_bounds("put", index._data.reshape(-1), n, 0, IndexError))
     flat = index_put(reshape(input, -1), (flat_index,), reshape(source, -1), accumulate)
