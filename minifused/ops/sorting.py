@@ -45,6 +45,9 @@ def _order(a, axis, descending):
 
 
 def _axis(op, x, dim):
+    """One ``dim`` (an int, not a tuple: PyTorch's TypeError) as a non-negative axis."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise InputTypeError(f"{op}(): argument 'dim' must be an int, got {dim!r}")
     (axis,) = normalize_axis(op, dim, x.ndim)
     return axis
 
