@@ -251,6 +251,43 @@ def test_var_std_warn_when_degrees_of_freedom_are_not_positive():
         assert mf.var(cpu(np.ones((3, 2))), 1).tolist() == [0.0] * 3
 
 
+def test_var_std_of_an_empty_input_warn_as_pytorch():
+    # PyTorch's count is the input's numel over the result's, 0 for an empty input: correction 0 warns, -5 does not
+    for shape, dim in (((0, 3), 1), ((2, 0), 0), ((0, 3), None)):
+        with pytest.warns(UserWarning, match=r"var\(\): degrees of freedom is <= 0"):
+            mf.var(cpu(np.zeros(shape)), dim, correction=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mf.var(cpu(np.zeros((0, 3))), 1, correction=-5).shape == (0,)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_var_std_gradient_with_no_degrees_of_freedom_left(create_graph):
+    # PyTorch 2.13 over every element with correction >= the count: var's gradient inf, NaN at an element equal to
+    # the mean (2.0 here), whatever the deviation's sign; std's NaN. Along a dim it divides by n - correction (-1).
+    for c in (3, 4):
+        x = cpu(np.array([1.0, 3.0, 2.0]), requires_grad=True)
+        with pytest.warns(UserWarning, match="degrees of freedom"):
+            v, s = mf.var(x, correction=c), mf.std(x, correction=c)
+        assert v.item() == math.inf and s.item() == math.inf
+        (gv,) = mf.autograd.grad(v, x, create_graph=create_graph)
+        (gs,) = mf.autograd.grad(s, x, create_graph=create_graph)
+        np.testing.assert_array_equal(gv.numpy(), [math.inf, math.inf, nan])
+        assert np.isnan(gs.numpy()).all()
+    x = cpu(np.array([[1.0, 3.0, 2.0]]), requires_grad=True)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        (g,) = mf.autograd.grad(mf.var(x, 1, correction=4).sum(), x, create_graph=create_graph)
+    assert g.tolist() == [[2.0, -2.0, 0.0]]
+
+
+@pytest.mark.parametrize("op, args", [("mode", ()), ("nanmedian", ()), ("quantile", (0.5,)), ("nanquantile", (0.5,)),
+                                      ("kthvalue", (1,)), ("sort", ())])
+@pytest.mark.parametrize("dim", [(0,), ()])
+def test_single_dim_ops_refuse_a_tuple_dim_as_pytorch(op, args, dim):
+    with pytest.raises(TypeError, match=f"{op}.*dim.*must be an int"):
+        getattr(mf, op)(cpu(3.0), *args, dim=dim)
+
+
 # ---------------------------------------------------------------- the axis alias of dim
 def test_axis_is_an_alias_of_dim():
     a = np.random.default_rng(0).standard_normal((3, 4))

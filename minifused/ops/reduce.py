@@ -293,7 +293,8 @@ class Var(Function):
         xp = backend.array_module(x)
         wide = np.float32 if x.dtype in _HALF else x.dtype
         x = x.astype(wide, copy=False)
-        mean = x.mean(axis=axes, keepdims=True)
+        # (an empty input's mean is NaN without NumPy's "Mean of empty slice" warning)
+        mean = x.mean(axis=axes, keepdims=True) if x.size else x.sum(axis=axes, keepdims=True) * x.dtype.type(np.nan)
         centered = x - mean
         dof = _count(x.shape, axes) - correction
         ctx.save_for_backward(centered)
@@ -309,8 +310,17 @@ class Var(Function):
         (centered,) = ctx.saved_tensors
         axes, keepdim, denom = ctx.meta
         with np.errstate(divide="ignore", invalid="ignore"):  # (the scale taken in centered's precision first)
-            grad = centered * (2.0 / denom if denom else np.inf) * _expand(g, centered.shape, axes, keepdim)
+            if axes is None and denom <= 0:
+                grad = Var._no_dof(centered) * g
+            else:
+                grad = centered * (2.0 / denom if denom else np.inf) * _expand(g, centered.shape, axes, keepdim)
         return grad.astype(g.dtype, copy=False)
+
+    @staticmethod
+    def _no_dof(centered):
+        """PyTorch's gradient of a variance over every element with no degrees of freedom left (correction at or
+        past the count): inf, NaN where an element is the mean (inf * 0), whatever the deviation's sign."""
+        return backend.where(centered == 0, centered.dtype.type(np.nan), centered.dtype.type(np.inf))
 
     @staticmethod
     def backward_graph(ctx, g):
@@ -318,6 +328,8 @@ class Var(Function):
         axes, keepdim, denom = ctx.meta
         # x as a graph tensor: its values enter only through x - mean(x), which centering again leaves as it is,
         # so the saved deviations stand in for them (x itself is not kept)
+        if axes is None and denom <= 0:
+            return cast(_constant(Var._no_dof(centered), centered.dtype) * g, g.dtype)
         x = cast(ctx.graph_input(0, centered), centered.dtype)
         grad = (x - x.mean(axes, keepdim=True)) * (2.0 / denom if denom else math.inf)
         return cast(grad * _expand(g, centered.shape, axes, keepdim), g.dtype)
@@ -526,7 +538,8 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
         raise InputTypeError(f"{op}: only floating point inputs have a variance (as PyTorch's), got {x.dtype}; "
                              f"cast the input (.float())")
     x, axes, keepdim = _axes(op, dim, x, keepdim)
-    if _count(x.shape, axes) - correction <= 0:
+    # (PyTorch's count is the input's numel over the result's: 0 for any empty input)
+    if (_count(x.shape, axes) if x._data.size else 0) - correction <= 0:
         warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
                       f"factor (input numel divided by output numel).", UserWarning, stacklevel=3)
     return fn.apply(x, axes, correction, keepdim)
