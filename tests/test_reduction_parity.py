@@ -56,6 +56,18 @@ def test_float16_sums_over_leading_axes_and_cumsum_add_in_float32(device):
     assert y.grad[0].item() == 20000.0 and y.grad[-1].item() == 1.0
 
 
+def test_float32_cumsum_cumprod_accumulate_in_float64_on_the_host():
+    # PyTorch's CPU scans keep a float64 running value for float32, each output rounded once (NumPy's float32 running
+    # sum drifts by ~0.2 over these 200000 values); reference: float64 NumPy rounded to float32
+    a = np.random.default_rng(0).standard_normal(200000).astype(np.float32) + np.float32(0.1)
+    np.testing.assert_array_equal(mf.cumsum(cpu(a), 0).numpy(), np.cumsum(a.astype(np.float64)).astype(np.float32))
+    b = np.float32(1) + a[:5000] * np.float32(1e-2)
+    np.testing.assert_array_equal(mf.cumprod(cpu(b), 0).numpy(), np.cumprod(b.astype(np.float64)).astype(np.float32))
+    x = cpu(a, requires_grad=True)
+    (x.cumsum(0) * cpu(a)).sum().backward()  # (the gradient: a's running sum from the end, also in float64)
+    np.testing.assert_array_equal(x.grad.numpy(), np.cumsum(a[::-1].astype(np.float64))[::-1].astype(np.float32))
+
+
 def test_float16_var_std_past_65504_elements():
     a = np.random.default_rng(0).random(70000).astype(np.float16)
     x = cpu(a, requires_grad=True)

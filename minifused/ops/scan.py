@@ -18,23 +18,32 @@ from .shape import Cat
 
 
 def _running_sum(a, axis):
-    """``cumsum`` in ``a``'s dtype; 16-bit floats added in float32 and each sum rounded once, as PyTorch's, on
-    either device (NumPy's running sum in float16 stops growing at 2048 for ones; CuPy's scan kernel does not
-    compile for bfloat16)."""
+    """``cumsum`` in ``a``'s dtype, added in :func:`_scan_dtype` and each sum rounded once, as PyTorch's; 16-bit
+    floats so on either device (NumPy's running sum in float16 stops growing at 2048 for ones; CuPy's scan kernel
+    does not compile for bfloat16)."""
     xp = backend.array_module(a)
-    acc = np.float32 if a.dtype in (backend.float16, backend.bfloat16) else None
+    acc = _scan_dtype(a)
     if acc is None:
         return xp.cumsum(a, axis=axis, dtype=a.dtype)
     return xp.cumsum(a, axis=axis, dtype=acc).astype(a.dtype)
 
 
-def _running_product(a, axis):
-    """``cumprod`` in ``a``'s dtype; 16-bit floats multiplied in float32 and rounded once (as :func:`_running_sum`
-    adds them)."""
-    xp = backend.array_module(a)
+def _scan_dtype(a):
+    """The dtype PyTorch's scans accumulate ``a`` in where it is wider than a's: float32 for 16-bit floats, and
+    float64 for float32 on the host (its CPU kernels' accumulator type; its CUDA ones keep float32), else None."""
     if a.dtype in (backend.float16, backend.bfloat16):
-        return xp.cumprod(a, axis=axis, dtype=np.float32).astype(a.dtype)
-    return xp.cumprod(a, axis=axis, dtype=a.dtype)
+        return np.float32
+    return np.float64 if a.dtype == np.float32 and not backend.is_cuda_array(a) else None
+
+
+def _running_product(a, axis):
+    """``cumprod`` in ``a``'s dtype, multiplied in :func:`_scan_dtype` and rounded once (as :func:`_running_sum`
+    adds)."""
+    xp = backend.array_module(a)
+    acc = _scan_dtype(a)
+    if acc is None:
+        return xp.cumprod(a, axis=axis, dtype=a.dtype)
+    return xp.cumprod(a, axis=axis, dtype=acc).astype(a.dtype)
 
 
 def _flip_cumsum(a, axis):
