@@ -129,7 +129,7 @@ CASES = [
     ("dropout_negative", lambda: nn.Dropout(-0.1), ValueError, "between 0 and 1"),
     ("dropout_string", lambda: nn.Dropout("0.5"), TypeError, "dropout probability must be a number, got str"),
     ("sequential_non_module", lambda: nn.Sequential(nn.Linear(2, 2), 5), TypeError, "'1' is a int, not a Module"),
-    ("module_to_int", lambda: nn.Linear(2, 2).to(mf.int64), TypeError, "only floating dtypes"),
+    ("module_to_int", lambda: nn.Linear(2, 2).to(mf.int64), TypeError, "only accepts floating point or complex dtypes"),
     # optimizers
     ("optim_lr_string", lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr="0.1"), TypeError,
      "invalid learning rate '0.1'"),

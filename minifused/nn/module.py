@@ -7,6 +7,8 @@ import warnings
 import weakref
 from collections import OrderedDict
 
+import numpy as np
+
 from .. import backend
 from ..autograd import is_grad_enabled, no_grad
 from ..kernels import to_channels_last_3d, to_layout
@@ -473,9 +475,13 @@ class Module(StateDicts):
             self._apply(lambda a: backend.to_device(a, dev))
         if dtype is not None:
             dt = backend.as_dtype(dtype)
-            if not backend.is_floating(dt):
-                raise InputTypeError(f"Module.to: only floating dtypes are allowed, got {dt}")
-            self._apply(lambda a: a.astype(dt) if backend.is_floating(a.dtype) else a)
+            # as PyTorch's: a floating or complex dtype, given to the floating and complex tensors (integer buffers,
+            # step counts and indices, keep theirs)
+            castable = lambda d: backend.is_floating(d) or np.dtype(d).kind == "c"  # noqa: E731
+            if not castable(dt):
+                raise InputTypeError(f"Module.to only accepts floating point or complex dtypes, but got desired "
+                                     f"dtype={dt}")
+            self._apply(lambda a: a.astype(dt) if castable(a.dtype) else a)
         if fmt is channels_last_3d:  # (the 5-d ones alone, as channels_last leaves those)
             self._apply(lambda a: to_channels_last_3d(a) if a.ndim == 5 else a)
         elif fmt is channels_last:
@@ -517,17 +523,21 @@ class Module(StateDicts):
     def cuda(self, device=None):
         return self.to("cuda" if device is None else device)
 
+    def _cast_floating(self, dt):
+        # (as PyTorch's float() / half() / ...: the floating tensors alone; ``to(dtype)`` casts complex ones too)
+        return self._apply(lambda a: a.astype(dt) if backend.is_floating(a.dtype) else a)
+
     def float(self):
-        return self.to(dtype=backend.float32)
+        return self._cast_floating(backend.float32)
 
     def half(self):
-        return self.to(dtype=backend.float16)
+        return self._cast_floating(backend.float16)
 
     def bfloat16(self):
-        return self.to(dtype=backend.bfloat16)
+        return self._cast_floating(backend.bfloat16)
 
     def double(self):
-        return self.to(dtype=backend.float64)
+        return self._cast_floating(backend.float64)
 
     # ------------------------------------------------------------ printing
     def extra_repr(self) -> str:
