@@ -548,3 +548,24 @@ def test_container_item_assignment_takes_an_integer_index(container):
         c[0:1] = [nn.ELU()]
     c[-1] = nn.ELU()
     assert [type(x).__name__ for x in c] == ["ReLU", "ELU"]
+
+
+def test_to_a_complex_dtype_casts_floating_and_complex_tensors_and_half_double_only_floating_ones():
+    def fresh():
+        m = nn.Module()
+        for name, dt in (("i", mf.int32), ("h", mf.float16), ("c", mf.complex64)):
+            m.register_buffer(name, mf.zeros(2, dtype=dt, device="cpu"))
+        return m
+
+    def dtypes(m):
+        return [str(v.dtype) for v in m.state_dict().values()]
+
+    # PyTorch 2.13's dtypes, in the buffers' order i, h, c
+    assert dtypes(fresh().half()) == ["int32", "float16", "complex64"]
+    assert dtypes(fresh().double()) == ["int32", "float64", "complex64"]
+    assert dtypes(fresh().to(mf.complex128)) == ["int32", "complex128", "complex128"]
+    lin = _linear().to(mf.complex64)
+    assert [str(p.dtype) for p in lin.parameters()] == ["complex64", "complex64"]
+    np.testing.assert_array_equal(lin.weight.detach().numpy(), W.astype(np.complex64))
+    with pytest.raises(TypeError, match="only accepts floating point or complex dtypes, but got desired dtype=int32"):
+        _linear().to(mf.int32)
