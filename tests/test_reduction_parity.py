@@ -37,6 +37,14 @@ def test_bfloat16_sum_mean_logsumexp_add_in_float32(device):
     assert mf.ones(1000, 3, device=device, dtype=mf.bfloat16).mean(0).tolist() == [1.0] * 3
 
 
+def test_float16_logsumexp_rounds_each_step_as_pytorch():
+    # PyTorch's logsumexp is x - max, exp, sum, log and + max, each rounded to float16 (the sum added in float32):
+    # 1.1376953125 here, where rounding once would give 1.138671875 (PyTorch 2.13's values)
+    x = cpu(np.array([0.9, -1.4, -1.1, -2.7, -4.2], np.float16))
+    assert mf.logsumexp(x, 0).item() == 1.1376953125
+    assert mf.logsumexp(x.reshape(5, 1).expand(5, 3), 0).tolist() == [1.1376953125] * 3
+
+
 def test_half_var_std_sum_in_float32_and_round_once():
     a = (np.arange(3000) / 3000).astype(np.float32)
     x = cpu(a).to(mf.bfloat16)

@@ -723,8 +723,13 @@ class LogSumExp(Function):
     def forward(ctx, x, axes, keepdim):
         xp = backend.array_module(x)
         x0 = x
-        if _acc_dtype(x) is not None:  # (16-bit inputs summed in float32 on the host, see _acc_dtype)
+        narrow = _acc_dtype(x) is not None
+        if narrow:  # (16-bit inputs summed in float32 on the host, see _acc_dtype)
             x = x.astype(np.float32)
+
+        def step(a):  # PyTorch rounds each step of its x - max, exp, sum, log to a 16-bit input's dtype
+            return a.astype(x0.dtype).astype(np.float32) if narrow else a
+
         if x.size:
             # shift by the finite maximum: no overflow, and rows of -inf stay -inf instead of NaN
             m = x.max(axis=axes, keepdims=True)
@@ -732,7 +737,7 @@ class LogSumExp(Function):
         else:
             m = xp.zeros(x.sum(axis=axes, keepdims=True).shape, x.dtype)
         with np.errstate(divide="ignore"):
-            out = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+            out = step(xp.log(step(step(xp.exp(step(x - m))).sum(axis=axes, keepdims=True)))) + m
         y = out if keepdim else (out.reshape(()) if axes is None else out.squeeze(axes))
         y = y.astype(x0.dtype, copy=False)
         ctx.save_for_backward(x0, y)  # the array returned: an in-place change of the output is then caught
