@@ -25,12 +25,14 @@ def _backward_hooks_of(module, kind):
 class _CallState:
     """What one call's two nodes share."""
 
-    __slots__ = ("module", "n_args", "tensor_positions", "constants", "grad_output", "input_node")
+    __slots__ = ("module", "n_args", "tensor_positions", "constants", "grad_output", "input_node", "n_outputs",
+                 "output_positions")
 
     def __init__(self, module, n_args, tensor_positions, constants=()):
         self.module, self.n_args, self.tensor_positions = module, n_args, tensor_positions
         self.constants = constants  # (position, shape, dtype, device) of the tensor inputs that need no gradient
         self.grad_output, self.input_node = None, False
+        self.n_outputs, self.output_positions = 1, (0,)  # (set by wrap_outputs)
 
 
 def _checked(grads, like, what):
@@ -98,7 +100,11 @@ class _OutputNode(_HookNode):
 
     @staticmethod
     def hooks(state, grads):
-        grad_output = tuple(grads)
+        # one entry per output, as PyTorch's: None for an output that is no tensor or needs no gradient
+        grad_output = [None] * state.n_outputs
+        for pos, g in zip(state.output_positions, grads):
+            grad_output[pos] = g
+        grad_output = tuple(grad_output)
         for hook in _backward_hooks_of(state.module, "backward_pre"):
             result = hook(state.module, grad_output)
             if result is not None:
@@ -107,7 +113,7 @@ class _OutputNode(_HookNode):
         if not state.input_node:  # no input requires grad: the hooks see grad_input of Nones
             for hook in _backward_hooks_of(state.module, "backward"):
                 hook(state.module, (None,) * state.n_args, grad_output)
-        return grad_output
+        return tuple(grad_output[pos] for pos in state.output_positions)
 
 
 def wrap_inputs(module, args):
@@ -133,6 +139,7 @@ def wrap_outputs(output, state):
     if not isinstance(outs, tuple) or not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
         return output
     positions = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+    state.n_outputs, state.output_positions = len(outs), positions
     passed = _OutputNode.apply(*[outs[i] for i in positions], state=state)
     outs = list(outs)
     for i, t in zip(positions, passed):
