@@ -569,3 +569,29 @@ def test_to_a_complex_dtype_casts_floating_and_complex_tensors_and_half_double_o
     np.testing.assert_array_equal(lin.weight.detach().numpy(), W.astype(np.complex64))
     with pytest.raises(TypeError, match="only accepts floating point or complex dtypes, but got desired dtype=int32"):
         _linear().to(mf.int32)
+
+
+def test_backward_hooks_see_one_grad_output_per_output_none_for_a_non_tensor():
+    class ThreeOut(nn.Module):
+        def forward(self, x, y):
+            return x * 2, 5, y * 3
+
+    m, log = ThreeOut(), []
+
+    def pre(mod, grad_output):
+        log.append(("pre", [None if g is None else g.tolist() for g in grad_output]))
+        return grad_output[0] * 10, None, grad_output[2]
+
+    m.register_full_backward_pre_hook(pre)
+    m.register_full_backward_hook(lambda mod, gi, go: log.append(
+        ("full", [g.tolist() for g in gi], [None if g is None else g.tolist() for g in go])))
+    x, y = cpu([1.0], dtype=mf.float32).requires_grad_(), cpu([1.0], dtype=mf.float32)
+    a, k, b = m(x, y)
+    (a * k + b).sum().backward()
+    # PyTorch 2.13's: the output 5 and y * 3 (no gradient) get None; y's grad_input is zeros
+    assert log == [("pre", [[5.0], None, None]), ("full", [[100.0], [0.0]], [[50.0], None, None])]
+    assert x.grad.tolist() == [100.0]
+    m2 = ThreeOut()
+    m2.register_full_backward_pre_hook(lambda mod, grad_output: (grad_output[0],))
+    with pytest.raises(RuntimeError, match="length 1, expected a tuple of 3 gradients"):
+        m2(x, y)[0].sum().backward()
