@@ -82,6 +82,8 @@ class _HookNode(Function):
 class _InputNode(_HookNode):
     @staticmethod
     def hooks(state, grads):
+        if state.grad_output is None:  # the output node never ran (an output of no tensor or tuple, as a dict's):
+            return grads  # PyTorch's hooks then never run
         grad_input = [None] * state.n_args
         for pos, g in zip(state.tensor_positions, grads):
             grad_input[pos] = g
