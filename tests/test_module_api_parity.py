@@ -595,3 +595,16 @@ def test_backward_hooks_see_one_grad_output_per_output_none_for_a_non_tensor():
     m2.register_full_backward_pre_hook(lambda mod, grad_output: (grad_output[0],))
     with pytest.raises(RuntimeError, match="length 1, expected a tuple of 3 gradients"):
         m2(x, y)[0].sum().backward()
+
+
+def test_full_backward_hooks_do_not_run_for_an_output_of_no_tensor_or_tuple():
+    class DictOut(nn.Module):
+        def forward(self, x):
+            return {"a": x * 2}
+
+    m, log = DictOut(), []
+    m.register_full_backward_hook(lambda *a: log.append("full"))
+    m.register_full_backward_pre_hook(lambda *a: log.append("pre"))
+    x = cpu([1.0], dtype=mf.float32).requires_grad_()
+    m(x)["a"].sum().backward()
+    assert log == [] and x.grad.tolist() == [2.0]  # PyTorch's: its hooks wrap tensors and tuples only
