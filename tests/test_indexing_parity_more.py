@@ -121,15 +121,20 @@ def test_take_along_dim_names_itself_in_range_errors():
     np.testing.assert_array_equal(mf.take_along_dim(x, mf.tensor([[3], [0], [1]]), 1).numpy(), [[3], [4], [9]])
 
 
-@pytest.mark.parametrize("write", [lambda x, v: x.__setitem__(0, v), lambda x, v: x.masked_fill_(x > 0, v),
-                                   lambda x, v: x.index_fill_(0, mf.tensor([0]), v),
-                                   lambda x, v: x.scatter_(0, mf.tensor([0]), v)],
-                         ids=["setitem", "masked_fill_", "index_fill_", "scatter_"])
+_WRITES = [lambda x, v: x.__setitem__(0, v), lambda x, v: x.masked_fill_(x > 0, v),
+           lambda x, v: x.index_fill_(0, mf.tensor([0]), v), lambda x, v: x.scatter_(0, mf.tensor([0]), v)]
+
+
+@pytest.mark.parametrize("write", _WRITES, ids=["setitem", "masked_fill_", "index_fill_", "scatter_"])
 def test_written_numbers_that_do_not_fit_are_refused_and_negatives_wrap(write):
     # PyTorch refuses a finite float beyond the dtype's range (NumPy wrote inf) and a complex number (a raw
     # TypeError before); infinity still fits a float dtype, and -1 wraps into uint8 (scatter_ raised NumPy's error)
     for dtype, v in ((mf.float32, 1e40), (mf.float16, 70000.0), (mf.bfloat16, 1e39), (mf.float32, 1j)):
         x = mf.ones(2, dtype=dtype)
+        if write is _WRITES[0] and dtype in (mf.float16, mf.bfloat16):  # PyTorch 2.13's setitem writes inf there
+            write(x, v)
+            assert x.float().tolist() == [float("inf"), 1.0]
+            continue
         with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
             write(x, v)
         assert x.float().tolist() == [1.0, 1.0]
@@ -232,3 +237,34 @@ def test_index_op_count_and_shape_errors_have_pytorchs_classes():
     with pytest.raises(IndexError, match=r"index_select: index must be a vector"):
         x.index_select(0, mf.tensor([[0]]))
     np.testing.assert_array_equal(x.numpy(), np.zeros((3, 2)))
+
+
+def test_setitem_at_an_advanced_index_wants_the_tensors_dtype_as_pytorchs_index_put():
+    # PyTorch 2.13: "Index put requires the source and destination dtypes match" (a RuntimeError) at an advanced
+    # index; a basic index casts (copy_), and so does one bool mask with a one-element value (masked_fill)
+    x = mf.arange(6.0).reshape(3, 2)
+    for index, value in (([0, 1], mf.ones(2, 2, dtype=mf.float64)), ((0, [1]), mf.tensor([7])),
+                         ((True, [0]), mf.ones(1, dtype=mf.float64)), (mf.tensor(True), mf.ones(1, dtype=mf.float64)),
+                         (x > 3, mf.ones(2, dtype=mf.float64))):
+        with pytest.raises(RuntimeError, match="setitem: an advanced index writes a value of the tensor's dtype "
+                                               "float32, got (float64|int64)"):
+            x[index] = value
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(3, 2))
+    x[x > 3] = mf.tensor([2.5], dtype=mf.float64)
+    x[:, mf.tensor([True, False])] = mf.tensor(-1)
+    x[0:1] = mf.tensor([[7, 8]])  # basic: cast
+    assert x.tolist() == [[7.0, 8.0], [-1.0, 3.0], [-1.0, 2.5]]  # PyTorch 2.13's
+    x[True] = mf.ones(1, dtype=mf.float64) * 9  # a lone bool: a copy
+    assert x.tolist() == [[9.0, 9.0]] * 3
+
+
+def test_setitem_writes_infinity_for_a_number_beyond_a_16_bit_floats_range():
+    # PyTorch 2.13: x[0] = 70000.0 in float16 (and x[mask] = ..., x[[1]] = -1e39 in bfloat16) writes +-inf;
+    # float32 still refuses 1e40 (masked_fill_, index_fill_, scatter_ refuse all three)
+    x = mf.ones(3, dtype=mf.float16)
+    x[0] = 70000.0
+    x[x < 2] = -1e6
+    assert x.float().tolist() == [float("inf"), float("-inf"), float("-inf")]
+    y = mf.ones(2, dtype=mf.bfloat16)
+    y[[1]] = -1e39
+    assert y.float().tolist() == [1.0, float("-inf")]

@@ -67,13 +67,14 @@ def add_at(out, index, values, half_at_once=False):
 def fill_number(op, value, dtype):
     """A number that ``op`` (setitem, masked_fill, index_fill, scatter) writes into ``dtype``, or PyTorch's error
     where it does not fit: a complex number into a real dtype, a finite float beyond float16's, bfloat16's or
-    float32's range (NumPy would write infinity), then ``backend.integer_fill``'s checks for integer dtypes."""
+    float32's range (NumPy would write infinity; PyTorch's setitem checks float32's alone, writing infinity into
+    the 16-bit floats), then ``backend.integer_fill``'s checks for integer dtypes."""
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, complex) and not np.issubdtype(np.dtype(dtype), np.complexfloating):
         raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {value!r})")
     if (isinstance(value, numbers.Real) and backend.is_floating(dtype)
-            and backend.scalar_overflows(value, dtype, backend.FLOAT_DTYPES)):
+            and backend.scalar_overflows(value, dtype, (np.float32,) if op == "setitem" else backend.FLOAT_DTYPES)):
         raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {value!r})")
     return backend.integer_fill(op, value, dtype)
 
@@ -429,6 +430,21 @@ def _value_array(x, value):
                     f"a number or a sequence of numbers)")
 
 
+def _casts_into(index, value):
+    """Whether PyTorch casts a tensor ``value`` of another dtype written at an advanced ``index``: a lone Python bool
+    (a copy there) or one bool mask, the only index array, with a one-element cpu value (its masked_fill path).
+    Elsewhere its index_put_ refuses the dtype."""
+    parts = index if isinstance(index, tuple) else tuple(index) if _list_as_tuple(index) else (index,)
+    if len(parts) == 1 and isinstance(parts[0], (bool, np.bool_)):
+        return True
+    raw = [p._data if isinstance(p, Tensor) else np.asarray(p) if isinstance(p, (list, tuple, range, bool)) else p
+           for p in parts if isinstance(p, (bool, np.bool_, Tensor, np.ndarray, list, tuple, range))
+           or backend.is_cuda_array(p)]
+    arrays = [a for a in raw if a.ndim or a.dtype == np.bool_]  # (a 0-d integer tensor is an int)
+    return (len(arrays) == 1 and arrays[0].dtype == np.bool_ and arrays[0].ndim > 0 and value.numel() == 1
+            and value.device.type == "cpu")
+
+
 def _write(x, index, value):
     stages = _normalize_index(x, index, "setitem")
     autograd.refuse_view_of_grad_leaf("setitem", x)
@@ -439,6 +455,9 @@ def _write(x, index, value):
             if value.ndim or value.device.type != "cpu":  # PyTorch takes a cpu 0-d value anywhere
                 raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
             value = Tensor._from_array(backend.to_device(value._data, x.device))
+        if value.dtype != x.dtype and stages[-1][1] and not _casts_into(index, value):
+            raise RuntimeError(f"setitem: an advanced index writes a value of the tensor's dtype {x.dtype}, got "
+                               f"{value.dtype} (PyTorch's index_put_ does not cast: convert it with .to())")
         if not (value.requires_grad and backend.is_floating(x.dtype)):
             value = value._data.astype(x.dtype, copy=False)
         elif value.dtype != x.dtype:
