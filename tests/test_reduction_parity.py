@@ -308,6 +308,20 @@ def test_single_dim_ops_refuse_a_tuple_dim_as_pytorch(op, args, dim):
         getattr(mf, op)(cpu(3.0), *args, dim=dim)
 
 
+def test_norm_dtype_only_widens_as_pytorch():
+    x = cpu(np.array([3.0, 4.0], np.float32))
+    assert mf.linalg.vector_norm(x, dtype=mf.float64).dtype == mf.float64 and mf.norm(x, dtype=mf.float64).item() == 5.0
+    assert mf.linalg.vector_norm(x.half(), dtype=mf.float32).item() == 5.0
+    # PyTorch 2.13: RuntimeError "the dtype of the input (Double) should be convertible without narrowing ..." and
+    # "Expected a floating point or complex tensor as input. Got Long"
+    for call in (lambda: mf.linalg.vector_norm(x.double(), dtype=mf.float32),
+                 lambda: mf.norm(x.half(), dtype=mf.bfloat16), lambda: mf.norm(x.bfloat16(), 2, 0, dtype=mf.float16)):
+        with pytest.raises(RuntimeError, match="vector_norm: the input's dtype .* without narrowing"):
+            call()
+    with pytest.raises(RuntimeError, match="vector_norm: expected a floating point input and dtype, got input dtype int"):
+        mf.linalg.vector_norm(cpu(np.array([3, 4])), dtype=mf.float32)
+
+
 # ---------------------------------------------------------------- the axis alias of dim
 def test_axis_is_an_alias_of_dim():
     a = np.random.default_rng(0).standard_normal((3, 4))

@@ -867,6 +867,13 @@ def vector_norm(input: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # n
     """``torch.linalg.vector_norm``: ord any number, inf or -inf, over ``dim`` (int, tuple or None); in float32
     under autocast on cuda where no dtype is given."""
     if dtype is not None:
+        want = backend.as_dtype(dtype)
+        if not backend.is_floating(input.dtype) or not backend.is_floating(want):
+            raise InputTypeError(f"vector_norm: expected a floating point input and dtype, got input dtype "
+                                 f"{input.dtype} and dtype={want}")
+        if want != input.dtype and want.itemsize <= input.dtype.itemsize:  # (float16 <-> bfloat16 narrow either way)
+            raise InputTypeError(f"vector_norm: the input's dtype {input.dtype} should convert to dtype={want} without "
+                                 f"narrowing, as PyTorch's")
         input = cast(input, dtype)
     else:
         (input,) = autocast_float32_on_cuda(input)
