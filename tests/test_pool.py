@@ -753,3 +753,22 @@ def test_gpu_avg_pool_tiled_windows_either_layout(dtype, poisoned_pool):
             assert is_channels_last(dx) == (cl and h * w > 1 and c > 1)
             np.testing.assert_array_equal(bits(y), bits(general_y))
             np.testing.assert_array_equal(bits(dx), bits(general_dx))
+
+
+
+@pytest.mark.parametrize("fn,shape,size", [(F.adaptive_avg_pool1d, (2, 3, 5), None),
+                                           (F.adaptive_max_pool1d, (2, 3, 5), None),
+                                           (F.adaptive_avg_pool1d, (2, 3, 5), (None,)),
+                                           (F.adaptive_max_pool1d, (2, 3, 5), (None,)),
+                                           (F.adaptive_avg_pool2d, (2, 3, 4, 5), None),
+                                           (F.adaptive_max_pool2d, (2, 3, 4, 5), None),
+                                           (F.adaptive_avg_pool3d, (2, 3, 4, 5, 6), None),
+                                           (F.adaptive_max_pool3d, (2, 3, 4, 5, 6), None)])
+def test_adaptive_pool_output_size_none_is_a_type_error(fn, shape, size):
+    # PyTorch 2.13: None keeps one dimension of a 2-D or 3-D output_size tuple; a bare None, or a None in the
+    # 1-D forms, is a TypeError (it was taken as the input's own size)
+    with pytest.raises(TypeError, match="output_size"):
+        fn(mf.zeros(shape), size)
+    if len(shape) > 3:
+        keep = (None,) * (len(shape) - 3) + (2,)
+        assert fn(mf.zeros(shape), keep).shape == shape[:-1] + (2,)

@@ -131,11 +131,15 @@ def _adaptive_args(op, input, output_size, dims, empty_channels=False):
             if len(output_size) != 1:
                 raise InputError(f"{op}: output_size must be an int or a 1-tuple, got {output_size!r}")
             output_size = output_size[0]
+        if output_size is None:  # (the 1-D forms take ints only, as PyTorch's)
+            raise InputTypeError(f"{op}: output_size must be an int or a 1-tuple of ints, got None")
         sizes = (output_size,)
     elif isinstance(output_size, (tuple, list)):
         if len(output_size) != 2:
             raise InputError(f"{op}: output_size must be an int or a pair, got {output_size!r}")
         sizes = tuple(output_size)
+    elif output_size is None:  # (None keeps one dimension of a pair, not both: PyTorch's TypeError)
+        raise InputTypeError(f"{op}: output_size must be an int or a pair (None keeps a dimension), got None")
     else:
         sizes = (output_size, output_size)
     sizes = tuple(shape[nd - dims + i] if s is None else s for i, s in enumerate(sizes))
