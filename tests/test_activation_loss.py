@@ -526,3 +526,22 @@ def test_fused_activations_keep_layouts_and_take_strided_inputs(name):
     assert rel_err(xt.grad.transpose(0, 3).double().cpu().numpy(), want_dx) < 4 * TOL[np.dtype(np.float32)]
     with mf.no_grad():
         assert rel_err(fn(x.detach(), **kw).double().cpu().numpy(), want_y) < 4 * TOL[np.dtype(np.float32)]
+
+
+def test_gelu_argument_errors_are_pytorchs_types():
+    # PyTorch 2.13: approximate is keyword-only; a non-string approximate is a TypeError, another string a
+    # RuntimeError; an integer input NotImplementedError ("GeluKernelImpl" not implemented for 'Long');
+    # nn.Hardtanh with bounds out of order an AssertionError ("max_val (-1) must be greater than min_val (1)")
+    x = mf.tensor([-1.0, 2.0])
+    with pytest.raises(TypeError):
+        F.gelu(x, "tanh")
+    with pytest.raises(TypeError, match="approximate"):
+        F.gelu(x, approximate=None)
+    with pytest.raises(RuntimeError, match="approximate"):
+        F.gelu(x, approximate="bad")
+    with pytest.raises(NotImplementedError, match="gelu"):
+        F.gelu(mf.tensor([1, 2]))
+    with pytest.raises(AssertionError, match=r"max_val \(-1\) must be greater than min_val \(1\)"):
+        nn.Hardtanh(1, -1)
+    np.testing.assert_allclose(F.gelu(x, approximate="tanh").numpy(), [-0.15880800939172324, 1.954597694087775],
+                               rtol=1e-6)

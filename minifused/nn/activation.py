@@ -142,6 +142,11 @@ class SELU(_Activation):
     _fn = staticmethod(F.selu)
 
 
+class HardtanhBoundsError(InputError, AssertionError):
+    """Hardtanh's bounds out of order: the AssertionError PyTorch's module raises, and a ValueError/RuntimeError as
+    the rest of the bad input here."""
+
+
 class Hardtanh(_Activation):
     _fn = staticmethod(F.hardtanh)
 
@@ -154,8 +159,8 @@ class Hardtanh(_Activation):
         min_val = min_val if min_value is None else min_value
         max_val = max_val if max_value is None else max_value
         if not max_val > min_val:  # (the module, unlike F.hardtanh, refuses equal bounds too, as PyTorch's)
-            raise InputError(f"Hardtanh: min_val cannot be greater than max_val, and max_val ({max_val}) must be "
-                             f"greater than min_val ({min_val})")
+            raise HardtanhBoundsError(f"Hardtanh: min_val cannot be greater than max_val, and max_val ({max_val}) "
+                                      f"must be greater than min_val ({min_val})")
         self.min_val, self.max_val = min_val, max_val
 
     def args(self):

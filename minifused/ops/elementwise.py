@@ -834,16 +834,22 @@ def relu_(x):
 def gelu_(x, approximate="none"):
     """GELU written into ``x`` (floating ``x`` only; returned, see ``Function.apply_``)."""
     if approximate not in ("none", "tanh"):
-        raise InputError(f"gelu_: approximate must be 'none' or 'tanh', got {approximate!r}")
+        _bad_approximate("gelu_", approximate)
     return Gelu.apply_("gelu_", x, approximate)
 
 
-def gelu(input, approximate="none"):
+def _bad_approximate(op, approximate):
+    """PyTorch's TypeError for an approximate that is no string, its RuntimeError for another string."""
+    error = InputError if isinstance(approximate, str) else InputTypeError
+    raise error(f"{op}: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def gelu(input, *, approximate="none"):  # (keyword-only, as PyTorch's)
     if approximate not in ("none", "tanh"):
-        raise InputError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        _bad_approximate("gelu", approximate)
     if not backend.is_floating(input.dtype):  # (PyTorch's kernel has no integer form: no silent cast)
-        raise InputTypeError(f"gelu: expected a floating-point input (float32, float16, bfloat16 or float64), got "
-                             f"dtype {input.dtype}")
+        raise backend.DtypeNotImplementedError(f"gelu: expected a floating-point input (float32, float16, bfloat16 "
+                                               f"or float64), got dtype {input.dtype}")
     return Gelu.apply(input, approximate)
 
 
