@@ -462,10 +462,11 @@ def test_bad_input_changes_nothing(make, x, exc, words):
     (lambda: nn.BatchNorm1d(3, eps=-1.0), ValueError, "BatchNorm1d: eps must be a number >= 0, got -1.0"),
     (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), eps=None), TypeError,
      r"batch_norm: eps must be a finite number, > 0 in training \(>= 0 in evaluation\), got None"),
-    (lambda: nn.GroupNorm(3, 4), ValueError, r"GroupNorm: num_groups \(3\) must divide num_channels \(4\)"),
+    (lambda: nn.GroupNorm(3, 4), ValueError, r"GroupNorm: num_channels \(4\) must be divisible by num_groups \(3\)"),
     (lambda: F.group_norm(mf.randn(2, 6, 3), 4), ValueError, r"group_norm: num_groups \(4\) must divide the number of channels \(6\)"),
     (lambda: nn.GroupNorm(2, 4)(mf.randn(2, 6, 3)), ValueError, "GroupNorm: expected 4 channels"),
-    (lambda: F.batch_norm(mf.randn(2, 3), None, None, training=False), ValueError, "must be given when training=False"),
+    (lambda: F.batch_norm(mf.randn(2, 3), None, None, training=False), ValueError,
+     "running_mean must be defined in evaluation mode"),
     (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), training=True, momentum=2.0), ValueError,
      r"batch_norm: momentum must be a number in \[0, 1\], got 2.0"),
     # PyTorch's F.batch_norm takes no momentum=None (the modules' cumulative average): a TypeError, as its

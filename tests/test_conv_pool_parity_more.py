@@ -379,3 +379,45 @@ def test_integer_conv_transpose_as_pytorchs(stride, padding, output_padding, gro
     ref1 = _conv_transpose2d_ref(x[:, :, :1], w[:, :, :1], (1, stride), (0, padding), (0, output_padding), groups,
                                  (1, dilation))
     np.testing.assert_array_equal(y1.numpy(), ref1[:, :, 0])
+
+
+# ---------------------------------------------------------------- layer arguments against PyTorch 2.13's numbers
+@pytest.mark.parametrize("cls", [nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+                                 nn.ConvTranspose3d])
+@pytest.mark.parametrize("channels, what", [((5, 4), "in_channels"), ((4, 5), "out_channels")])
+def test_conv_layer_groups_not_dividing_names_the_count_as_pytorch(cls, channels, what):
+    """PyTorch's ValueError names the count that groups does not divide: 'in_channels must be divisible by
+    groups' (checked first), else 'out_channels ...'."""
+    with pytest.raises(ValueError, match=f"{cls.__name__}: {what} must be divisible by groups"):
+        cls(*channels, 3, groups=2)
+
+
+# PyTorch 2.13: Conv1d(1, 1, 3, padding=2, padding_mode=mode, bias=False), weight [1, 10, 100], input [1, 2, 3, 4]
+CONV1D_PADDING_MODES = {"zeros": [100, 210, 321, 432, 43, 4], "circular": [143, 214, 321, 432, 143, 214],
+                        "reflect": [123, 212, 321, 432, 343, 234], "replicate": [111, 211, 321, 432, 443, 444]}
+
+
+@pytest.mark.parametrize("mode", sorted(CONV1D_PADDING_MODES))
+def test_conv1d_padding_modes_values_and_repr_as_pytorch(mode):
+    m = nn.Conv1d(1, 1, 3, padding=2, padding_mode=mode, bias=False, dtype=mf.float64)
+    with mf.no_grad():
+        m.weight.copy_(mf.tensor([[[1.0, 10.0, 100.0]]], dtype=mf.float64))
+    y = m(mf.tensor([[[1.0, 2.0, 3.0, 4.0]]], dtype=mf.float64))
+    np.testing.assert_array_equal(y.numpy(), [[CONV1D_PADDING_MODES[mode]]])
+    tail = "" if mode == "zeros" else f", padding_mode={mode}"
+    assert repr(m) == f"Conv1d(1, 1, kernel_size=(3,), stride=(1,), padding=(2,), bias=False{tail})"
+
+
+def test_conv_transpose1d_output_size_as_pytorch():
+    """output_size picks the extra trailing element (PyTorch 2.13's numbers), given as the spatial size or as
+    the full shape of an unbatched input; a size out of range is PyTorch's ValueError."""
+    m = nn.ConvTranspose1d(1, 1, 3, stride=2, padding=1, bias=False, dtype=mf.float64)
+    with mf.no_grad():
+        m.weight.copy_(mf.tensor([[[1.0, 10.0, 100.0]]], dtype=mf.float64))
+    x = mf.tensor([[[1.0, 2.0, 3.0]]], dtype=mf.float64)
+    np.testing.assert_array_equal(m(x).numpy(), [[[10, 102, 20, 203, 30]]])
+    np.testing.assert_array_equal(m(x, output_size=[6]).numpy(), [[[10, 102, 20, 203, 30, 300]]])
+    np.testing.assert_array_equal(m(x[0], output_size=[1, 6]).numpy(), [[10, 102, 20, 203, 30, 300]])
+    with pytest.raises(ValueError, match=r"valid sizes range from \[5\] to \[6\]"):
+        m(x, output_size=[7])
+    assert repr(m) == "ConvTranspose1d(1, 1, kernel_size=(3,), stride=(2,), padding=(1,), bias=False)"

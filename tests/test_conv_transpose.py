@@ -214,7 +214,7 @@ def test_output_size_must_hold_ints(rng):
     (lambda: F.conv_transpose2d(mf.randn(4, 4), mf.randn(4, 2, 3, 3)), ValueError, "4-D input"),
     (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3), bias=mf.randn(3)), ValueError,
      r"bias must have shape \(2,\)"),
-    (lambda: nn.ConvTranspose2d(4, 3, 3, groups=2), ValueError, "divisible by groups=2"),
+    (lambda: nn.ConvTranspose2d(4, 3, 3, groups=2), ValueError, "out_channels must be divisible by groups"),
     (lambda: F.conv_transpose1d(mf.randn(1, 4, 4), mf.randn(4, 2, 3), stride=2, output_padding=2), ValueError,
      r"conv_transpose1d: output_padding \(2\) must be smaller than stride \(2\) or dilation \(1\)"),
     (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3, dtype=mf.float64)), TypeError,

@@ -198,7 +198,7 @@ def test_bad_arguments(rng):
     x = cpu(rng.standard_normal((4, 6)).astype(np.float32))
     with pytest.raises(ValueError, match="layer_norm.*normalized_shape"):
         F.layer_norm(x, (5,))
-    with pytest.raises(ValueError, match="trailing"):
+    with pytest.raises(ValueError, match=r"expected input with shape \[\*, 4, 5\], but got input of size\[4, 6\]"):
         F.layer_norm(x, (4, 5))
     with pytest.raises(ValueError, match="weight must have shape"):
         F.layer_norm(x, (6,), mf.ones(5, device="cpu"))

@@ -229,3 +229,25 @@ def test_normalized_shape_takes_ints_only(cls):
             cls(bad)
     with pytest.raises(RuntimeError, match=f"{cls.__name__}: normalized_shape must hold non-negative sizes"):
         cls((2, -1))
+
+
+@pytest.mark.parametrize("shape, normalized, message", [
+    ((3, 5, 4), [4, 5], r"Given normalized_shape=[4, 5], expected input with shape [*, 4, 5], but got input of "
+                        r"size[3, 5, 4]"),
+    ((4, 5), [3, 4, 5], r"Given normalized_shape=[3, 4, 5], expected input with shape [*, 3, 4, 5], but got input "
+                        r"of size[4, 5]")])
+def test_layer_norm_trailing_shape_mismatch_in_pytorchs_words(shape, normalized, message):
+    """PyTorch 2.13's RuntimeError text for an input whose trailing shape is not normalized_shape (the module's
+    and F.layer_norm's)."""
+    for call in (lambda x: nn.LayerNorm(normalized)(x), lambda x: F.layer_norm(x, normalized)):
+        with pytest.raises(RuntimeError, match=re.escape(message)):
+            call(mf.zeros(*shape))
+
+
+def test_group_norm_and_batch_norm_errors_in_pytorchs_words():
+    """GroupNorm with num_groups not dividing num_channels: PyTorch's ValueError; F.batch_norm with
+    training=False and no running statistics: PyTorch's RuntimeError text."""
+    with pytest.raises(ValueError, match=re.escape("num_channels (4) must be divisible by num_groups (3)")):
+        nn.GroupNorm(3, 4)
+    with pytest.raises(RuntimeError, match="running_mean must be defined in evaluation mode"):
+        F.batch_norm(mf.zeros(2, 3), None, None, training=False)

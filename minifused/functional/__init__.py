@@ -264,8 +264,9 @@ def _check_norm_args(op, input, normalized_shape, params, wide=False):
     k = len(normalized_shape)
     data = input._data
     if k == 0 or data.ndim < k or data.shape[data.ndim - k:] != normalized_shape:
-        raise InputError(f"{op}: normalized_shape {list(normalized_shape)} must match the trailing dimensions "
-                         f"of the input, got input of shape {list(input.shape)}")
+        shape = list(normalized_shape)  # (PyTorch's words)
+        raise InputError(f"{op}: Given normalized_shape={shape}, expected input with shape [*, {str(shape)[1:]}, "
+                         f"but got input of size{list(input.shape)}")
     dtype = data.dtype
     if dtype not in _NORM_DTYPES:
         raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {dtype}")

@@ -214,8 +214,8 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
         given = "running_mean" if running_var is None else "running_var"
         raise InputError(f"{op}: running_mean and running_var must both be tensors or both None, got {given} alone")
     if not training and running_mean is None:
-        raise InputError(f"{op}: running_mean and running_var must be given when training=False (they "
-                         f"normalize in evaluation)")
+        raise InputError(f"{op}: running_mean must be defined in evaluation mode (training=False normalizes with "
+                         f"running_mean and running_var)")
     if not _real(momentum) or not 0.0 <= momentum <= 1.0:
         # a number out of range: ValueError; anything else (None: the modules' cumulative average is theirs alone)
         # a TypeError, as PyTorch's

@@ -72,16 +72,7 @@ class Conv2d(Module):
             raise InputError(f"Conv2d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
                              f"{padding_mode!r}")
         self.padding_mode = padding_mode
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                   for v in (in_channels, out_channels, groups)):
-            raise InputTypeError(f"Conv2d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
-                                 f"{out_channels!r} and {groups!r}")
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise InputError(f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must both be "
-                             f"divisible by groups={groups}")
-        if in_channels < 0 or out_channels < 0:  # (0 builds an empty weight, as PyTorch's)
-            raise InputError(f"Conv2d: channel counts must be >= 0, got in_channels={in_channels}, "
-                             f"out_channels={out_channels}")
+        _check_channel_args("Conv2d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size, 1)
         self.stride = _pair("Conv2d", "stride", stride, 1)
@@ -197,13 +188,7 @@ class Conv1d(Module):
         if padding_mode not in PADDING_MODES:
             raise InputError(f"Conv1d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
                              f"{padding_mode!r}")
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                   for v in (in_channels, out_channels, groups)):  # (a float: PyTorch's TypeError)
-            raise InputTypeError(f"Conv1d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
-                                 f"{out_channels!r} and {groups!r}")
-        if groups < 1 or min(in_channels, out_channels) < 0 or in_channels % groups or out_channels % groups:
-            raise InputError(f"Conv1d: in_channels={in_channels!r} and out_channels={out_channels!r} must be "
-                             f"ints >= 0 divisible by groups={groups!r} (a positive int)")
+        _check_channel_args("Conv1d", in_channels, out_channels, groups)
 
         if isinstance(padding, str) and padding not in ("valid", "same"):
             raise InputError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
@@ -264,13 +249,22 @@ def _init_bound(fan_in):
     return 1.0 / math.sqrt(fan_in) if fan_in else 0.0
 
 
-def _check_channel_ints(name, in_channels, out_channels, groups):
-    """A TypeError for a channel count or group count that is no int (a float, a bool), as PyTorch's (its
-    ``torch.empty`` of the weight's shape refuses them)."""
+def _check_channel_args(name, in_channels, out_channels, groups):
+    """A convolution layer's channel and group counts: a TypeError for one that is no int (a float, a bool), as
+    PyTorch's (its ``torch.empty`` of the weight's shape refuses them); a ValueError naming the count that
+    ``groups`` does not divide, in PyTorch's words."""
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                for v in (in_channels, out_channels, groups)):
         raise InputTypeError(f"{name}: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
                              f"{out_channels!r} and {groups!r}")
+    if groups < 1:
+        raise InputError(f"{name}: groups must be a positive integer, got {groups}")
+    if in_channels < 0 or out_channels < 0:  # (0 builds an empty weight, as PyTorch's)
+        raise InputError(f"{name}: channel counts must be >= 0, got in_channels={in_channels}, "
+                         f"out_channels={out_channels}")
+    for what, count in (("in_channels", in_channels), ("out_channels", out_channels)):
+        if count % groups:
+            raise InputError(f"{name}: {what} must be divisible by groups, got {what}={count}, groups={groups}")
 
 
 class ConvTranspose2d(Module):
@@ -282,13 +276,7 @@ class ConvTranspose2d(Module):
         super().__init__()
         if padding_mode != "zeros":
             raise InputError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        _check_channel_ints("ConvTranspose2d", in_channels, out_channels, groups)
-        if groups < 1 or min(in_channels, out_channels) < 0:
-            raise InputError(f"ConvTranspose2d: in_channels and out_channels must be ints >= 0, groups > 0, got "
-                             f"{in_channels!r}, {out_channels!r} and {groups!r}")
-        if in_channels % groups or out_channels % groups:
-            raise InputError(f"ConvTranspose2d: in_channels={in_channels} and out_channels={out_channels} must "
-                             f"both be divisible by groups={groups}")
+        _check_channel_args("ConvTranspose2d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         self.kernel_size = _pair("ConvTranspose2d", "kernel_size", kernel_size, 1)
         self.stride = _pair("ConvTranspose2d", "stride", stride, 1)
@@ -383,10 +371,7 @@ class ConvTranspose1d(Module):
         super().__init__()
         if padding_mode != "zeros":
             raise InputError(f"ConvTranspose1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        _check_channel_ints("ConvTranspose1d", in_channels, out_channels, groups)
-        if groups < 1 or min(in_channels, out_channels) < 0 or in_channels % groups or out_channels % groups:
-            raise InputError(f"ConvTranspose1d: in_channels={in_channels!r} and out_channels={out_channels!r} must "
-                             f"be ints >= 0 divisible by groups={groups!r} (a positive int)")
+        _check_channel_args("ConvTranspose1d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         for name, v, minimum in (("kernel_size", kernel_size, 1), ("stride", stride, 1), ("padding", padding, 0),
                                  ("output_padding", output_padding, 0), ("dilation", dilation, 1)):

@@ -467,7 +467,7 @@ class GroupNorm(Module):
         for what, v in (("num_groups", num_groups), ("num_channels", num_channels)):
             _check_positive_int("GroupNorm", what, v)
         if num_channels % num_groups:
-            raise InputError(f"GroupNorm: num_groups ({num_groups}) must divide num_channels ({num_channels})")
+            raise InputError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
         _affine_parameters(self, (self.num_channels,) if affine else None, bias, dtype, device)
 

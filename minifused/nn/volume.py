@@ -4,13 +4,12 @@ functions (built on the 2-D kernels) or ``F.pad``."""
 from __future__ import annotations
 
 import math
-import numbers
 
 from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
-from .conv import PADDING_MODES, ConvTranspose2d, _init_bound, conv_attributes
+from .conv import PADDING_MODES, ConvTranspose2d, _check_channel_args, _init_bound, conv_attributes
 from .layers import (_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _CircularPadNd, _ConstantPadNd, _ReflectionPadNd,
                      _ReplicationPadNd, _ZeroPadding)
 from .module import Module, Parameter
@@ -41,21 +40,7 @@ class _Conv3dBase(Module):
     def _setup(self, in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
                weight_shape, transposed):
         name = type(self).__name__
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                   for v in (in_channels, out_channels, groups)):
-            raise InputTypeError(f"{name}: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
-                                 f"{out_channels!r} and {groups!r}")
-        if groups < 1:
-            raise InputError(f"{name}: groups must be a positive integer, got {groups}")
-        if in_channels < 0 or out_channels < 0:  # (0 builds an empty weight, as PyTorch's)
-            raise InputError(f"{name}: channel counts must be >= 0, got in_channels={in_channels}, "
-                             f"out_channels={out_channels}")
-        if in_channels % groups:
-            raise InputError(f"{name}: in_channels must be divisible by groups, got in_channels={in_channels}, "
-                             f"groups={groups}")
-        if out_channels % groups:
-            raise InputError(f"{name}: out_channels must be divisible by groups, got out_channels={out_channels}, "
-                             f"groups={groups}")
+        _check_channel_args(name, in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         self.kernel_size = _layer_triple(name, "kernel_size", kernel_size, 1)
         self.stride = _layer_triple(name, "stride", stride, 1)
