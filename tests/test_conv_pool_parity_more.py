@@ -421,3 +421,21 @@ def test_conv_transpose1d_output_size_as_pytorch():
     with pytest.raises(ValueError, match=r"valid sizes range from \[5\] to \[6\]"):
         m(x, output_size=[7])
     assert repr(m) == "ConvTranspose1d(1, 1, kernel_size=(3,), stride=(2,), padding=(1,), bias=False)"
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("cls, shape", [(nn.Conv1d, (1, 1, 5)), (nn.Conv2d, (1, 1, 1, 5)), (nn.Conv3d, (1, 1, 1, 1, 5))])
+def test_negative_padding_crops_with_a_padding_mode_as_pytorch(mode, cls, shape):
+    """A padding mode other than zeros takes a negative padding: F.pad crops the input first (PyTorch 2.13:
+    Conv1d(1, 1, 2, padding=-1, padding_mode=mode), weight [1, 10], input [1, 2, 3, 4, 5] gives [32, 43]); with
+    zeros it stays an error (PyTorch's 'negative padding is not supported' at the call)."""
+    k = (1,) * (len(shape) - 3) + (2,)
+    pad = (0,) * (len(shape) - 3) + (-1,)
+    m = cls(1, 1, k, padding=pad, padding_mode=mode, bias=False, dtype=mf.float64)
+    with mf.no_grad():
+        m.weight.copy_(mf.tensor(np.array([1.0, 10.0]).reshape(m.weight.shape)))
+    y = m(mf.tensor(np.arange(1.0, 6.0).reshape(shape)))
+    np.testing.assert_array_equal(y.detach().numpy().ravel(), [32, 43])
+    assert f"padding={pad}" in repr(m)
+    with pytest.raises(RuntimeError, match="padding"):
+        cls(1, 1, k, padding=pad)(mf.zeros(*shape))

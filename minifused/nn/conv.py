@@ -21,6 +21,12 @@ from ..backend import InputError, InputTypeError
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")  # Conv2d's, as PyTorch's
 
 
+def padding_minimum(padding_mode):
+    """The least padding a convolution layer takes: 0 with zeros; any with another mode, whose F.pad crops the
+    input where the padding is negative before the convolution, as PyTorch's."""
+    return 0 if padding_mode == "zeros" else -math.inf
+
+
 def conv_attributes(module, transposed):
     """Set PyTorch's ``_ConvNd`` attributes that code built on its layers reads: ``transposed``, ``padding_mode``
     ('zeros' for a transposed convolution), ``output_padding`` (zeros for a convolution) and
@@ -79,7 +85,8 @@ class Conv2d(Module):
         self.dilation = _pair("Conv2d", "dilation", dilation, 1)
         if isinstance(padding, str) and padding not in ("valid", "same"):
             raise InputError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
-        self.padding = padding if isinstance(padding, str) else _pair("Conv2d", "padding", padding, 0)
+        least = padding_minimum(padding_mode)
+        self.padding = padding if isinstance(padding, str) else _pair("Conv2d", "padding", padding, least)
         if self.padding == "same" and self.stride != (1, 1):
             raise InputError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
         self.groups, self.activation = int(groups), activation
@@ -198,7 +205,8 @@ class Conv1d(Module):
 
         self.kernel_size, self.stride = single("kernel_size", kernel_size, 1), single("stride", stride, 1)
         self.dilation = single("dilation", dilation, 1)
-        self.padding = padding if isinstance(padding, str) else single("padding", padding, 0)
+        least = padding_minimum(padding_mode)
+        self.padding = padding if isinstance(padding, str) else single("padding", padding, least)
         if self.padding == "same" and self.stride != (1,):
             raise InputError(f"Conv1d: padding='same' needs stride 1, got stride={self.stride[0]}")
         self.padding_mode = padding_mode

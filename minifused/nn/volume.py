@@ -9,7 +9,8 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
-from .conv import PADDING_MODES, ConvTranspose2d, _check_channel_args, _init_bound, conv_attributes
+from .conv import (PADDING_MODES, ConvTranspose2d, _check_channel_args, _init_bound, conv_attributes,
+                   padding_minimum)
 from .layers import (_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _CircularPadNd, _ConstantPadNd, _ReflectionPadNd,
                      _ReplicationPadNd, _ZeroPadding)
 from .module import Module, Parameter
@@ -95,7 +96,7 @@ class Conv3d(_Conv3dBase):
                 raise InputError(f"Conv3d: Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
             self.padding = padding
         else:
-            self.padding = _layer_triple("Conv3d", "padding", padding, 0)
+            self.padding = _layer_triple("Conv3d", "padding", padding, padding_minimum(padding_mode))
         self._setup(in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
                     lambda m: (m.out_channels, m.in_channels // m.groups), transposed=False)
         if self.padding == "same" and self.stride != (1, 1, 1):
