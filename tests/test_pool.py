@@ -772,3 +772,11 @@ def test_adaptive_pool_output_size_none_is_a_type_error(fn, shape, size):
     if len(shape) > 3:
         keep = (None,) * (len(shape) - 3) + (2,)
         assert fn(mf.zeros(shape), keep).shape == shape[:-1] + (2,)
+
+
+@pytest.mark.parametrize("fn,shape", [(F.lp_pool1d, (2, 3, 6)), (F.lp_pool2d, (2, 3, 4, 4)),
+                                      (F.lp_pool3d, (2, 3, 4, 4, 4))])
+def test_lp_pool_norm_type_zero_is_a_zero_division_error(fn, shape):
+    # PyTorch 2.13: "float division by zero" (its root 1/p), a ZeroDivisionError
+    with pytest.raises(ZeroDivisionError, match="norm_type"):
+        fn(mf.ones(shape), 0, 2)

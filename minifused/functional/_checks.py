@@ -14,6 +14,11 @@ from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
 
 
+class NormTypeZeroError(InputError, ZeroDivisionError):
+    """lp_pool's norm_type 0 (its root is 1/p): the ZeroDivisionError PyTorch's raises, and a ValueError/RuntimeError
+    as the rest of the bad input here."""
+
+
 def _check_tensor(op, input, floating=False):
     if not isinstance(input, _Tensor):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")

@@ -12,11 +12,11 @@ from ..ops import where as _where
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
-from ._checks import _pair, _single, _unpool_size
+from ._checks import NormTypeZeroError, _pair, _single, _unpool_size
 from .conv import _check_pool_nonempty, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
 from .layers import _adaptive_max
 from .resize import interpolate
-from ..backend import InputError, InputTypeError
+from ..backend import InputTypeError
 
 __all__ = ["max_pool1d_with_indices", "max_pool2d_with_indices", "adaptive_max_pool1d_with_indices",
            "adaptive_max_pool2d_with_indices", "lp_pool1d", "lp_pool2d", "max_unpool1d", "upsample",
@@ -63,7 +63,7 @@ def _lp_pool(op, dims, input, norm_type, kernel_size, stride, ceil_mode):
         raise InputTypeError(f"{op}: norm_type must be a number, got {type(norm_type).__name__}")
     p = float(norm_type)
     if p == 0:
-        raise InputError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
+        raise NormTypeZeroError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
     if input.ndim not in (dims + 1, dims + 2):
         raise RuntimeError(f"{op}: Expected {dims + 1} to {dims + 2} dimensions, but got {input.ndim}-dimensional "
                            f"tensor (shape {tuple(input.shape)})")

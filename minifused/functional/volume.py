@@ -17,7 +17,7 @@ from ..ops import cat, stack, where
 from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import channels_last_3d, contiguous_format, reshape
 from ..tensor import Tensor
-from ._checks import _tensor_ints, _unpool_size, unbatched
+from ._checks import NormTypeZeroError, _tensor_ints, _unpool_size, unbatched
 from .conv import (SAME_ASYMMETRIC, _check_conv_dtype, _check_integer_pool, _no_channels, _pooling, avg_pool2d,
                    conv2d, conv_transpose2d, max_pool2d)
 from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
@@ -477,7 +477,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
         raise InputTypeError(f"{op}: norm_type must be a number, got {type(norm_type).__name__}")
     p = float(norm_type)
     if p == 0:
-        raise InputError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
+        raise NormTypeZeroError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
     # (the dtype is the poolings' to check: an integer input is raised to the power as PyTorch's
     # ``input.pow(norm_type)`` raises it, to the default float dtype by a float norm_type, to an integer dtype by
     # an int one, which avg_pool3d then takes or refuses, as there)
