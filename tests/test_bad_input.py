@@ -114,7 +114,7 @@ CASES = [
     ("conv_kernel_3d", lambda: nn.Conv2d(1, 2, (3, 3, 3)), ValueError, "kernel_size must be an int or a pair"),
     ("conv_kernel_float", lambda: nn.Conv2d(1, 2, 2.5), TypeError, "kernel_size"),
     ("conv_module_stride", lambda: nn.Conv2d(1, 2, 3, stride=0), ValueError, "stride must be >= 1"),
-    ("conv_module_padding", lambda: nn.Conv2d(1, 2, 3, padding="full"), ValueError, "padding must be"),
+    ("conv_module_padding", lambda: nn.Conv2d(1, 2, 3, padding="full"), ValueError, "Invalid padding string 'full'"),
     ("conv_groups", lambda: nn.Conv2d(3, 2, 3, groups=2), ValueError, "in_channels must be divisible by groups"),
     ("layernorm_module_input", lambda: nn.LayerNorm(4)(t(2, 3)), ValueError,
      r"normalized_shape=\[4\], expected input with shape \[\*, 4\]"),

@@ -492,9 +492,9 @@ def test_bad_input_changes_nothing(make, x, exc, words):
      r"group_norm: expected more than 1 value per group, got input size \[1, 4, 1, 1\] with num_groups=4"),
     (lambda: F.group_norm(mf.randn(1, 4), 4), ValueError, "expected more than 1 value per group"),
     (lambda: nn.Conv2d(4, 6, 3, padding="same", stride=2), ValueError,
-     r"Conv2d: padding='same' needs stride 1, got stride=\(2, 2\)"),
+     r"Conv2d: padding='same' is not supported for strided convolutions, got stride=\(2, 2\)"),
     (lambda: nn.Conv1d(4, 6, 3, padding="same", stride=(2,)), ValueError,
-     "Conv1d: padding='same' needs stride 1, got stride=2")])
+     "Conv1d: padding='same' is not supported for strided convolutions, got stride=2")])
 def test_bad_arguments(fn, exc, words):
     with pytest.raises(exc, match=words):
         fn()

@@ -2062,7 +2062,7 @@ def test_conv2d_padding_modes_keep_a_channels_last_input_channels_last(mode):
     (lambda x: F.conv1d(x, mf.ones(3, 4, 6, dtype=mf.float64), dilation=2),
      r"conv1d: kernel 6 \(dilation 2, effective 11\) is larger than the padded input 9 \(input shape \(2, 4, 9\)\)"),
     (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), stride=2, padding="same"),
-     r"conv1d: padding='same' needs stride 1, got stride=2"),
+     r"conv1d: padding='same' is not supported for strided convolutions, got stride=2"),
     (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), mf.ones(4, dtype=mf.float64)),
      r"conv1d: bias must have shape \(3,\) to match out_channels, got \(4,\)"),
     (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), groups=0), r"conv1d: groups must be a positive int"),

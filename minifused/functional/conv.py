@@ -128,7 +128,7 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
             padding = (0, 0)
         elif padding == "same":
             if stride != (1, 1):
-                raise InputError(f"{op}: padding='same' needs stride 1, got stride={stride}")
+                raise InputError(f"{op}: padding='same' is not supported for strided convolutions, got stride={stride}")
             tot = (dilation[0] * (r - 1), dilation[1] * (s - 1))
             if tot[0] % 2 or tot[1] % 2:  # an even effective kernel: the odd pixel of padding goes after, as PyTorch's
                 from .layers import pad as _pad
@@ -139,7 +139,7 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
                 n, c, h, w = input.shape
             padding = (tot[0] // 2, tot[1] // 2)
         else:
-            raise InputError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+            raise InputError(f"{op}: Invalid padding string: {padding!r} (an int, a pair, 'valid' or 'same')")
     padding = _pair(op, "padding", padding, 0)
     _check_channels(op, input, weight, c, groups)
     eff = (dilation[0] * (r - 1) + 1, dilation[1] * (s - 1) + 1)
@@ -201,9 +201,9 @@ def _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, grou
         raise InputError(f"{op}: groups must be a positive int, got {groups!r}")
     if isinstance(padding, str):
         if padding not in ("valid", "same"):
-            raise InputError(f"{op}: padding must be an int, 'valid' or 'same', got {padding!r}")
+            raise InputError(f"{op}: Invalid padding string: {padding!r} (an int, 'valid' or 'same')")
         if padding == "same" and stride != 1:
-            raise InputError(f"{op}: padding='same' needs stride 1, got stride={stride}")
+            raise InputError(f"{op}: padding='same' is not supported for strided convolutions, got stride={stride}")
     (c, length), (k, r) = input.shape[-2:], (weight.shape[0], weight.shape[2])
     _check_channels(op, input, weight, c, groups)
     pad = 0 if padding == "valid" else dilation * (r - 1) if padding == "same" else 2 * _single(op, "padding",

@@ -84,11 +84,12 @@ class Conv2d(Module):
         self.stride = _pair("Conv2d", "stride", stride, 1)
         self.dilation = _pair("Conv2d", "dilation", dilation, 1)
         if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise InputError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+            raise InputError(f"Conv2d: Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
         least = padding_minimum(padding_mode)
         self.padding = padding if isinstance(padding, str) else _pair("Conv2d", "padding", padding, least)
         if self.padding == "same" and self.stride != (1, 1):
-            raise InputError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
+            raise InputError(f"Conv2d: padding='same' is not supported for strided convolutions, got stride="
+                             f"{self.stride}")
         self.groups, self.activation = int(groups), activation
         dev = backend.device(device)
         dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
@@ -198,7 +199,7 @@ class Conv1d(Module):
         _check_channel_args("Conv1d", in_channels, out_channels, groups)
 
         if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise InputError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
+            raise InputError(f"Conv1d: Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         def single(name, v, minimum):
             return (_single("Conv1d", name, v, minimum),)
@@ -208,7 +209,8 @@ class Conv1d(Module):
         least = padding_minimum(padding_mode)
         self.padding = padding if isinstance(padding, str) else single("padding", padding, least)
         if self.padding == "same" and self.stride != (1,):
-            raise InputError(f"Conv1d: padding='same' needs stride 1, got stride={self.stride[0]}")
+            raise InputError(f"Conv1d: padding='same' is not supported for strided convolutions, got stride="
+                             f"{self.stride[0]}")
         self.padding_mode = padding_mode
         dev = backend.device(device)
         dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
