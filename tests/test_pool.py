@@ -780,3 +780,20 @@ def test_lp_pool_norm_type_zero_is_a_zero_division_error(fn, shape):
     # PyTorch 2.13: "float division by zero" (its root 1/p), a ZeroDivisionError
     with pytest.raises(ZeroDivisionError, match="norm_type"):
         fn(mf.ones(shape), 0, 2)
+
+
+def test_adaptive_pool_output_size_as_integer_tensors():
+    # PyTorch 2.13: the 2-D and 3-D forms take a 1-D integer tensor as the sizes, and refuse a 0-d one ("len() of
+    # a 0-d tensor", a TypeError); the 1-D forms take either
+    x = mf.zeros((2, 3, 6, 6, 6))
+    assert F.adaptive_avg_pool2d(x[0], mf.tensor([3, 2])).shape == (3, 6, 3, 2)
+    assert F.adaptive_max_pool2d(x[0], mf.tensor([3, 2])).shape == (3, 6, 3, 2)
+    assert F.adaptive_avg_pool3d(x, mf.tensor([3, 2, 1])).shape == (2, 3, 3, 2, 1)
+    assert F.adaptive_max_pool1d(x[0, 0], mf.tensor(3)).shape == (6, 6, 3)
+    assert F.adaptive_avg_pool1d(x[0, 0], mf.tensor([3])).shape == (6, 6, 3)
+    for fn, inp in ((F.adaptive_avg_pool2d, x[0]), (F.adaptive_max_pool2d, x[0]), (F.adaptive_avg_pool3d, x),
+                    (F.adaptive_max_pool3d, x)):
+        with pytest.raises(TypeError, match="0-d tensor"):
+            fn(inp, mf.tensor(3))
+    with pytest.raises(RuntimeError, match="output_size"):
+        F.adaptive_avg_pool2d(x[0], mf.tensor([3]))

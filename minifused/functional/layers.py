@@ -99,14 +99,20 @@ def pad(input, pad, mode="constant", value=None):
 
 
 # ---------------------------------------------------------------- adaptive pooling
-def _int_tensors_as_ints(output_size):
-    """``output_size`` with each one-element integer tensor in it (or it, if one) as its int: PyTorch takes them,
-    e.g. sizes computed as tensors."""
+def _int_tensors_as_ints(op, output_size, dims):
+    """``output_size`` with each one-element integer tensor in it as its int: PyTorch takes them, e.g. sizes
+    computed as tensors. A 1-D integer tensor is a sequence of sizes; a 0-d one alone is a size of the 1-D forms
+    only (PyTorch's 2-D and 3-D forms take its len(), a TypeError)."""
     def as_int(v):
         return v.__index__() if isinstance(v, Tensor) and v.numel() == 1 and v.dtype.kind in "iu" else v
 
     if isinstance(output_size, (tuple, list)):
         return type(output_size)(as_int(v) for v in output_size)
+    if isinstance(output_size, Tensor) and output_size.dtype.kind in "iu":
+        if output_size.ndim == 1:
+            return tuple(int(v) for v in output_size.tolist())
+        if output_size.ndim == 0 and dims > 1:
+            raise InputTypeError(f"{op}: output_size must be an int or a sequence of {dims}, got a 0-d tensor")
     return as_int(output_size)
 
 
@@ -125,7 +131,7 @@ def _adaptive_args(op, input, output_size, dims, empty_channels=False):
         raise InputError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
     if not backend.is_floating(input.dtype):
         raise DtypeNotImplementedError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
-    output_size = _int_tensors_as_ints(output_size)
+    output_size = _int_tensors_as_ints(op, output_size, dims)
     if dims == 1:
         if isinstance(output_size, (tuple, list)):
             if len(output_size) != 1:

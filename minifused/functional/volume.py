@@ -394,7 +394,7 @@ def _adaptive3d(op, input, output_size):
     if not backend.is_floating(input.dtype):  # (PyTorch's adaptive pools take no integers, on either device)
         raise DtypeNotImplementedError(f"{op}: not implemented for dtype {input.dtype} (expected a floating-point "
                                        f"input)")
-    output_size = _int_tensors_as_ints(output_size)
+    output_size = _int_tensors_as_ints(op, output_size, 3)
     if output_size is None:  # (None keeps one dimension of a triple, not all three: PyTorch's TypeError)
         raise InputTypeError(f"{op}: output_size must be an int or a triple (None keeps a dimension), got None")
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
