@@ -3,6 +3,7 @@ what came."""
 from __future__ import annotations
 
 import functools as _functools
+import math as _math
 import numbers as _numbers
 import warnings as _warnings
 
@@ -76,10 +77,11 @@ def _single(op, name, value, minimum):
     """A 1-D layer's int argument: an int, or a 1-tuple of one, at least ``minimum``."""
     value = _tensor_ints(value)
     v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    wanted = "an int" if minimum == -_math.inf else f"an int >= {minimum}"  # (-inf: any int, a padding to crop)
     if not _is_int(v) and not isinstance(v, (tuple, list)):  # (a float, a bool, a string: PyTorch's TypeError)
-        raise InputTypeError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
+        raise InputTypeError(f"{op}: {name} must be {wanted} (or a 1-tuple), got {value!r}")
     if not _is_int(v) or v < minimum:
-        raise InputError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
+        raise InputError(f"{op}: {name} must be {wanted} (or a 1-tuple), got {value!r}")
     return int(v)
 
 
