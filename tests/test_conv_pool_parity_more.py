@@ -424,7 +424,8 @@ def test_conv_transpose1d_output_size_as_pytorch():
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
-@pytest.mark.parametrize("cls, shape", [(nn.Conv1d, (1, 1, 5)), (nn.Conv2d, (1, 1, 1, 5)), (nn.Conv3d, (1, 1, 1, 1, 5))])
+@pytest.mark.parametrize("cls, shape", [(nn.Conv1d, (1, 1, 5)), (nn.Conv2d, (1, 1, 1, 5)),
+                                        (nn.Conv3d, (1, 1, 1, 1, 5))])
 def test_negative_padding_crops_with_a_padding_mode_as_pytorch(mode, cls, shape):
     """A padding mode other than zeros takes a negative padding: F.pad crops the input first (PyTorch 2.13:
     Conv1d(1, 1, 2, padding=-1, padding_mode=mode), weight [1, 10], input [1, 2, 3, 4, 5] gives [32, 43]); with
