@@ -1318,6 +1318,7 @@ CHANGES_AFTER_A_STEP = {  # (what changes between two calls, the input of the se
     "a float64 input": (lambda s: None, "float64"),
     "no BatchNorm weight": (lambda s: setattr(s[1], "weight", None), (2, 3, 5, 5)),
     "another stride": (lambda s: setattr(s[0], "stride", (2, 2)), (2, 3, 5, 5)),
+    "another padding": (lambda s: setattr(s[0], "padding", (0, 0)), (2, 3, 5, 5)),
     "evaluation": (lambda s: s.eval(), (1, 3, 1, 1)),
 }
 
@@ -1364,6 +1365,83 @@ def test_sequential_conv_bn_checks_again_whatever_changed(monkeypatch, rng, chan
         seq(x) if not isinstance(want, tuple) or change == "running_var requiring grad" else None
     assert len(checked) == 1 + (change != "nothing") + (not isinstance(want, tuple)
                                                          or change == "running_var requiring grad")
+
+
+def _forget_checks(model):
+    """A deep copy's modules check their next call again (the copy keeps what the original's checks last passed)."""
+    for m in model.modules():
+        for key in ("_conv_checks_passed", "_norm_checks_passed"):
+            m.__dict__.pop(key, None)
+
+
+@pytest.mark.parametrize("change", list(CHANGES_AFTER_A_STEP))
+def test_modules_one_by_one_check_again_whatever_changed(monkeypatch, rng, change):
+    """Conv2d and BatchNorm2d called one by one (a model's own forward) each skip their checks while all they read
+    equals what their last call's checks passed, and check again after any change to the modules, the input or grad
+    mode: the same result, or the same error with no state changed, as modules that check every call."""
+    import minifused.functional.batchnorm as bn_functional
+    import minifused.functional.conv as conv_functional
+
+    checked = []
+    for module, name in ((conv_functional, "_conv2d_args"), (bn_functional, "_check_batch_norm_args")):
+        monkeypatch.setattr(module, name, lambda *a, _run=getattr(module, name), _name=name, **k: (
+            checked.append(_name), _run(*a, **k))[1])
+    own = nn.BatchNorm2d._check_input  # (the module's own checks, which come first)
+    monkeypatch.setattr(nn.BatchNorm2d, "_check_input", lambda *a: (checked.append("own"), own(*a))[1])
+    mf.manual_seed(0)
+    seq = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    x = mf.tensor(rng.standard_normal((2, 3, 5, 5)), dtype=mf.float32)
+    _one_by_one(seq, x), _one_by_one(seq, x)
+    assert checked == ["_conv2d_args", "own", "_check_batch_norm_args"]  # (the second call's checks skipped)
+    make, shape = CHANGES_AFTER_A_STEP[change]
+    make(seq)
+    x = x.double() if shape == "float64" else mf.tensor(rng.standard_normal(shape), dtype=mf.float32)
+    plain = copy.deepcopy(seq)
+    _forget_checks(plain)
+    before = _bn_state(seq[1])
+
+    def outcome(s):
+        try:
+            return _one_by_one(s, x).detach().numpy()
+        except (ValueError, TypeError, RuntimeError) as e:
+            return type(e), str(e)
+
+    checked.clear()
+    got = outcome(seq)
+    assert (len(checked) == 0) == (change == "nothing")
+    want = outcome(plain)
+    if isinstance(want, tuple):
+        assert got == want
+        after = _bn_state(seq[1])
+        assert all(np.array_equal(before[k], after[k]) for k in before)
+    else:
+        np.testing.assert_array_equal(got, want)
+        for (name, a), b in zip(seq.named_buffers(), plain.buffers()):
+            np.testing.assert_array_equal(host(a), host(b), err_msg=name)
+    if change == "running_var requiring grad":  # grad mode is read too: refused only with it on
+        with mf.no_grad():
+            np.testing.assert_array_equal(_one_by_one(seq, x).numpy(), _one_by_one(plain, x).numpy())
+
+
+def test_conv2d_checks_skipped_only_for_the_plain_path(rng):
+    """A Conv2d keeps what its checks passed only for a batched input of floats with channels: an unbatched input, a
+    'same' padding (which may pad the input) and integer inputs check every call, and give PyTorch's results."""
+    mf.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3, padding=1)
+    x = mf.tensor(rng.standard_normal((3, 5, 5)), dtype=mf.float32)
+    want = F.conv2d(x[None], conv.weight, conv.bias, padding=1)[0].detach().numpy()
+    for _ in range(2):
+        np.testing.assert_array_equal(conv(x).detach().numpy(), want)
+    assert "_conv_checks_passed" not in conv.__dict__
+    conv.padding = "same"
+    for _ in range(2):
+        np.testing.assert_array_equal(conv(x).detach().numpy(), want)
+    assert "_conv_checks_passed" not in conv.__dict__
+    conv.padding = (1, 1)
+    conv(x[None]), conv(x[None])
+    assert "_conv_checks_passed" in conv.__dict__
+    with pytest.raises(ValueError, match="conv2d: input has 2 channels"):
+        conv(x[None, :2])
 
 
 def test_sequential_conv_bn_sees_in_place_changes_and_retains_its_graph(rng):

@@ -134,6 +134,35 @@ def _check_image(op, input, what="input"):
                          f"{tuple(input.shape)}")
 
 
+# ---------------------------------------------------------------- checks skipped while nothing they read changed
+# A module's call checks the same things every step (a training step's layers ask once per step each), and eager
+# steps are bound by host time: a module keeps the signature of its last call whose checks passed, a tuple of
+# everything those checks read (shapes, dtypes, devices, the numbers and flags of its arguments), and skips them
+# while a call's signature equals it. A signature is None where a check could warn or change its operands, or an
+# argument is of a type that could change in place (a list) or that the signature does not describe: such calls
+# always check.
+def array_signature(t):
+    """A tensor's (or None's) shape, dtype and device, as the checks read them (AttributeError: not a tensor)."""
+    if t is None:
+        return None
+    a = t._data
+    return a.shape, a.dtype, a.data.device_id if _backend.is_cuda_array(a) else -1
+
+
+def int_tuples(*values):
+    """Whether each value is a tuple of ints (a module's stride, padding or dilation): immutable, so a signature may
+    hold it."""
+    return all(type(v) is tuple and all(type(i) is int for i in v) for v in values)
+
+
+def passed_checks(holder, key, signature):
+    """What ``holder`` (a module's ``__dict__``) kept under ``key`` beside the signature of its last call whose
+    checks passed (``holder[key] = signature, kept``), when this call's ``signature`` equals that one; else None
+    (the call checks)."""
+    passed = holder.get(key)
+    return passed[1] if signature is not None and passed is not None and passed[0] == signature else None
+
+
 def unbatched(spatial):
     """A decorator: ``fn`` of a batched (N, C, *spatial) input also taking an unbatched (C, *spatial) one, run as a
     batch of one whose batch dimension every result (a max pool's indices too) drops."""

@@ -13,7 +13,8 @@ from ..ops import norm as _norm_ops
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops._common import cast as _cast
 from ..ops.elementwise import zero_tied as _zero_tied
-from .conv import _conv2d_args
+from ._checks import array_signature, passed_checks
+from .conv import _conv2d_args, _conv2d_signature
 from ..kernels import is_channels_last as _is_channels_last
 from ..ops.shape import channels_last as _channels_last
 from ..ops.shape import contiguous as _contiguous
@@ -126,11 +127,36 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
                            activation, sized=input._data.size != 0)
     if not input._data.size:
         return _empty_batch_norm(op, input, weight, bias, training, running_mean, num_batches_tracked)
+    return _batch_norm_run(input, running_mean, running_var, weight, bias, training, momentum, eps, activation,
+                           num_batches_tracked)
+
+
+def _batch_norm_run(input, running_mean, running_var, weight, bias, training, momentum, eps, activation,
+                    num_batches_tracked):
+    """:func:`_batch_norm` of checked arguments and a non-empty input."""
     mean, var, count = _running(training, running_mean, running_var, num_batches_tracked)
     out = _bn_ops.batch_norm(input, weight, bias, mean, var, bool(training), float(momentum), float(eps),
                              relu=activation == "relu", count=None if count is None else count._data)
-    _bump_running(op, training, running_mean, running_var, count)
+    _bump_running("batch_norm", training, running_mean, running_var, count)
     return out
+
+
+def batch_norm_checked_once(holder, check_input, input, running_mean, running_var, weight, bias, training, momentum,
+                            eps, activation, num_batches_tracked=None):
+    """:func:`_batch_norm` for a module (``holder``: its ``__dict__``; ``check_input(input)``: its own checks, which
+    read the input's shape and the vectors' sizes alone), all checks skipped while all they read equals what they
+    last passed (see ``_checks.passed_checks``): the same results and errors."""
+    signature = _batch_norm_signature(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                                      activation)
+    if passed_checks(holder, "_norm_checks_passed", signature) is None:
+        check_input(input)
+        out = _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, activation,
+                          num_batches_tracked)
+        if signature is not None and input._data.size:  # (an empty input's path: the op's alone)
+            holder["_norm_checks_passed"] = signature, True
+        return out
+    return _batch_norm_run(input, running_mean, running_var, weight, bias, training, momentum, eps, activation,
+                           num_batches_tracked)
 
 
 def _conv2d_batch_norm_checks(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
@@ -165,33 +191,30 @@ def _conv2d_batch_norm_run(input, weight, bias, stride, padding, dilation, group
 
 def _conv2d_batch_norm_signature(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
                                  bn_weight, bn_bias, training, momentum, eps, activation):
-    """All that :func:`_conv2d_batch_norm_checks` reads of its arguments (and of grad mode), as a tuple of values:
-    the same tuple, the same outcome, so a module keeps the last one its checks passed and skips them while its
-    calls' tuples equal it (a training step's layers ask once per step each). None where a check could warn or
-    change its operands (a padding given as a string, autocast), or an argument is not a tensor, a tuple or a
-    number of the types the modules hold (a list could change in place: a kept one would then equal it)."""
-    if not (type(stride) is type(padding) is type(dilation) is tuple and type(groups) is int
-            and type(momentum) in _NUMBERS and type(eps) in _NUMBERS) or _backend.autocast_dtypes():
+    """All that :func:`_conv2d_batch_norm_checks` reads of its arguments (and of grad mode), as a tuple of values
+    (see ``_checks.passed_checks``): the convolution's and the BatchNorm's; None where either is."""
+    conv = _conv2d_signature(input, weight, bias, stride, padding, dilation, groups, None)
+    norm = _batch_norm_signature(None, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+                                 activation)
+    return None if conv is None or norm is None else conv + norm
+
+
+def _batch_norm_signature(input, running_mean, running_var, weight, bias, training, momentum, eps, activation):
+    """All that BatchNorm's checks (:func:`_check_input`, :func:`_check_batch_norm_args`) read of their arguments and
+    of grad mode, as a tuple of values (see ``_checks.passed_checks``); None where a number is of another type than
+    the modules hold or an argument is not a tensor."""
+    if not (type(momentum) in _NUMBERS and type(eps) in _NUMBERS):
         return None
     try:
-        return (_array_signature(input), _array_signature(weight), _array_signature(bias),
-                _array_signature(bn_weight), _array_signature(bn_bias), _array_signature(running_mean),
-                _array_signature(running_var), running_mean is not None and running_mean.requires_grad,
-                running_var is not None and running_var.requires_grad, _grad_enabled(), stride, padding, dilation,
-                groups, training, momentum, eps, activation)
+        return (array_signature(input), array_signature(weight), array_signature(bias), array_signature(running_mean),
+                array_signature(running_var), running_mean is not None and running_mean.requires_grad,
+                running_var is not None and running_var.requires_grad, _grad_enabled(), training, momentum, eps,
+                activation)
     except AttributeError:  # (not a tensor: the checks name it)
         return None
 
 
 _NUMBERS = (float, int)
-
-
-def _array_signature(t):
-    """A tensor's (or None's) shape, dtype and device, as the checks read them."""
-    if t is None:
-        return None
-    a = t._data
-    return a.shape, a.dtype, a.data.device_id if _backend.is_cuda_array(a) else -1
 
 
 def _empty_batch_norm(op, input, weight, bias, training, running_mean, count):

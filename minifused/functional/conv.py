@@ -19,7 +19,8 @@ from ..backend import same_device as _same_device
 from ..kernels import is_channels_last as _is_channels_last
 from ..kernels.conv import out_size as _conv_out_size
 from ..kernels.pool import out_size as _pool_out_size
-from ._checks import _check_image, _pair, _single, _tensor_ints, _unpool_size, unbatched
+from ._checks import (_check_image, _pair, _single, _tensor_ints, _unpool_size, array_signature, int_tuples,
+                      passed_checks, unbatched)
 from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
@@ -72,12 +73,45 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     implicit-GEMM kernels (fp16/bf16 tensor cores, fp32 on FFMA or TF32 when
     ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
     """
-    args = _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation, integers=True)
+    return _conv2d_run(_conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation, integers=True),
+                       activation)
+
+
+def _conv2d_run(args, activation):
+    """:func:`conv2d` of its checked arguments (``_conv2d_args``'s)."""
     if not args[0].shape[1]:
         return _no_channels(*args)
     if args[0].dtype in _CONV_INTEGERS:
         return _integer_conv2d(*args, activation)
     return _conv_ops.conv2d(*args, activation)
+
+
+def conv2d_checked_once(holder, input, weight, bias, stride, padding, dilation, groups, activation=None):
+    """:func:`conv2d` for a module (``holder``: its ``__dict__``), its checks skipped while all they read equals what
+    they last passed (see ``_checks.passed_checks``): the same results and errors."""
+    signature = _conv2d_signature(input, weight, bias, stride, padding, dilation, groups, activation)
+    geometry = passed_checks(holder, "_conv_checks_passed", signature)
+    if geometry is not None:
+        return _conv_ops.conv2d(input, weight, bias, *geometry, activation)
+    if signature is None or input.ndim != 4:  # (an unbatched input: conv2d's own path)
+        return conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
+    args = _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation, integers=True)
+    if args[0].shape[1] and args[0].dtype not in _CONV_INTEGERS:  # (the paths after the checks: the op's alone)
+        holder["_conv_checks_passed"] = signature, args[3:]
+    return _conv2d_run(args, activation)
+
+
+def _conv2d_signature(input, weight, bias, stride, padding, dilation, groups, activation):
+    """All that :func:`_conv2d_args` reads of its arguments, as a tuple of values (see ``_checks.passed_checks``); None
+    for a padding given as a string (its check may warn and pad the input), under autocast (which casts the
+    operands), or for arguments the tuple cannot describe (a list, which could change in place; not a tensor)."""
+    if not (int_tuples(stride, padding, dilation) and type(groups) is int) or _backend.autocast_dtypes():
+        return None
+    try:
+        return (array_signature(input), array_signature(weight), array_signature(bias), stride, padding, dilation,
+                groups, activation)
+    except AttributeError:  # (not a tensor: the checks name it)
+        return None
 
 
 def _no_channels(input, weight, bias, stride, padding, dilation, groups):

@@ -10,6 +10,7 @@ from .. import functional as F
 from ..autograd import no_grad
 from ..functional import CONV_ACTIVATIONS
 from ..functional._checks import _pair, _single
+from ..functional.conv import conv2d_checked_once
 from ..functional.batchnorm import (_conv2d_batch_norm_checks, _conv2d_batch_norm_run,
                                      _conv2d_batch_norm_signature)
 from ..ops.shape import channels_last
@@ -125,7 +126,8 @@ class Conv2d(Module):
         """The convolution of ``input`` with ``weight`` and ``bias`` (PyTorch's: what a subclass that transforms
         its weight calls, and may override), ``padding_mode`` applied; ``activation`` in the epilogue."""
         x, padding = self._input_and_padding(input)
-        return F.conv2d(x, weight, bias, self.stride, padding, self.dilation, self.groups, activation)
+        return conv2d_checked_once(self.__dict__, x, weight, bias, self.stride, padding, self.dilation, self.groups,
+                                   activation)
 
     def forward_with_norm(self, x, norm, activation):
         """``norm.forward_with_activation(self(x), activation)`` for a BatchNorm2d ``norm``, recorded as one op

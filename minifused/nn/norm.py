@@ -10,7 +10,7 @@ import warnings
 from .. import backend, ops
 from .. import functional as F
 from ..autograd import no_grad
-from ..functional.batchnorm import _batch_norm, _check_positive_int
+from ..functional.batchnorm import _batch_norm, _check_positive_int, batch_norm_checked_once
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
@@ -238,8 +238,10 @@ class _BatchNorm(_NormBase):
         return self.forward_with_activation(input, self.activation)
 
     def forward_with_activation(self, input, activation):
-        self._check_input(input)
-        return _batch_norm(input, *self._batch_norm_args(activation))
+        if type(self)._check_input_dim is not _BatchNorm._check_input_dim:  # (its own checks: may read anything)
+            self._check_input(input)
+            return _batch_norm(input, *self._batch_norm_args(activation))
+        return batch_norm_checked_once(self.__dict__, self._check_input, input, *self._batch_norm_args(activation))
 
     def _batch_norm_args(self, activation):
         """``F._batch_norm``'s arguments after the input for this module in its mode."""
