@@ -20,6 +20,10 @@ step the run timed: eager and graph in ``resnet.json``, compile too in ``resnet_
 C-contiguous and channels-last, as PyTorch's model is channels-last: the layout is the user's choice, and
 captured, channels-last measured faster, where its eager step pays more host time than the C-contiguous one) and
 ``resnet_eager_over_torch_eager_b<B>`` (eager bf16 over eager bf16 autocast), > 1: minifused is faster.
+The model as a PyTorch user writes it (:func:`resnet18_explicit`: each block's forward calls its Conv2d, BatchNorm2d
+and ReLU one by one, which no Sequential fuses) runs beside it in bf16, captured and as a third step of each eager
+round: ``resnet_explicit_graph_over_torch_best_b<B>`` and ``resnet_explicit_eager_over_torch_eager_b<B>``, over the
+same PyTorch steps (PyTorch runs the same kernels whichever way its model is written).
 Eager steps at these sizes are bound by host time, which drifts on a shared machine by more than the
 difference measured (one framework's rounds timed minutes apart from the other's can land in different
 phases of it): so the eager ratios come from ``--rounds`` further rounds of both eager steps, built side
@@ -81,6 +85,46 @@ def resnet18(nn_, relu):
                           nn_.Linear(WIDTHS[-1], 10))
 
 
+def resnet18_explicit(nn_, F_):
+    """The same ResNet-18 as a PyTorch user writes it: layers as attributes, each block's forward calling them one by
+    one (``F.relu(self.bn1(self.conv1(x)))``), the shortcut added in place. Its Conv2d, BatchNorm2d and ReLU run one
+    op each (no Sequential to fuse them)."""
+    class BasicBlock(nn_.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn_.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn_.BatchNorm2d(cout)
+            self.conv2 = nn_.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn_.BatchNorm2d(cout)
+            self.shortcut = nn_.Sequential()
+            if stride != 1 or cin != cout:
+                self.shortcut = nn_.Sequential(nn_.Conv2d(cin, cout, 1, stride, bias=False), nn_.BatchNorm2d(cout))
+
+        def forward(self, x):
+            out = F_.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            out += self.shortcut(x)
+            return F_.relu(out)
+
+    class ResNet(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn_.Conv2d(3, WIDTHS[0], 3, 1, 1, bias=False)
+            self.bn1 = nn_.BatchNorm2d(WIDTHS[0])
+            blocks, cin = [], WIDTHS[0]
+            for i, w in enumerate(WIDTHS):
+                blocks += [BasicBlock(cin, w, 1 if i == 0 else 2), BasicBlock(w, w, 1)]
+                cin = w
+            self.layers = nn_.Sequential(*blocks)
+            self.linear = nn_.Linear(WIDTHS[-1], 10)
+
+        def forward(self, x):
+            out = self.layers(F_.relu(self.bn1(self.conv1(x))))
+            return self.linear(F_.adaptive_avg_pool2d(out, 1).flatten(1))
+
+    return ResNet()
+
+
 # ---------------------------------------------------------------- timing
 def steps_per_s(step, batches, steps, repeats, sync, events):
     """Median steps/s of ``steps`` calls of ``step(x, y)`` (timed with the framework's CUDA events)."""
@@ -103,13 +147,14 @@ def elapsed(start, stop):
     return cupy.cuda.get_elapsed_time(start, stop) if isinstance(start, cupy.cuda.Event) else start.elapsed_time(stop)
 
 
-def our_step(batch, dtype, captured, channels_last=False):
+def our_step(batch, dtype, captured, channels_last=False, explicit=False):
     """(step, batches) of our ResNet-18 training step (``step(x, y)``; under ``capture_step`` if
     ``captured``) on 8 resident batches; ``channels_last``: the model (its weights too) and the batches in that
     memory format (C-contiguous by default: channels-last saves the convolutions' repacks but pays slower
-    BatchNorm passes, and its eager step more host time; compare with bench/profile_resnet.py --channels-last)."""
+    BatchNorm passes, and its eager step more host time; compare with bench/profile_resnet.py --channels-last);
+    ``explicit``: the model as :func:`resnet18_explicit` writes it."""
     mf.manual_seed(0)
-    model = resnet18(nn, F.relu).to("cuda")
+    model = (resnet18_explicit(nn, F) if explicit else resnet18(nn, F.relu)).to("cuda")
     low = dtype == "bf16"
     if low:
         amp.cast_model(model, mf.bfloat16)
@@ -130,10 +175,10 @@ def our_step(batch, dtype, captured, channels_last=False):
     return (mf.capture_step(step) if captured else step), batches
 
 
-def ours(batch, dtype, captured, steps, repeats, channels_last=False):
+def ours(batch, dtype, captured, steps, repeats, channels_last=False, explicit=False):
     gc.collect()  # an earlier run's arrays (in reference cycles) would count in this run's peak
     mf.cuda.reset_peak_memory_stats()  # (the peak counts weights, optimizer state, batches, any graph's pool)
-    step, batches = our_step(batch, dtype, captured, channels_last)
+    step, batches = our_step(batch, dtype, captured, channels_last, explicit)
     rate = steps_per_s(step, batches, steps, repeats, mf.cuda.synchronize,
                        lambda: (cupy.cuda.Event(), cupy.cuda.Event()))
     return rate, mf.cuda.max_memory_allocated()
@@ -194,27 +239,31 @@ def theirs(torch, batch, dtype, how, steps, repeats):
     return rate, torch.cuda.max_memory_allocated()
 
 
-def alternating_eager(torch, batch, dtype, steps, rounds):
+def alternating_eager(torch, batch, dtype, steps, rounds, explicit=False):
     """(median steps/s of our eager step, of PyTorch's, median of the rounds' ratios ours / theirs, the host
-    calibration before each round (:func:`host_calibration_ms`)), both steps
-    built first, over ``rounds`` rounds that time one then the other (each round ``steps`` steps after its own
-    warm-up). The ratio pairs each round's two timings, taken seconds apart: the host's drift between rounds
+    calibration before each round (:func:`host_calibration_ms`), and with ``explicit`` the median steps/s of our
+    :func:`resnet18_explicit` step and of its rounds' ratios over PyTorch's, else Nones), the steps
+    built first, over ``rounds`` rounds that time one after the other (each round ``steps`` steps after its own
+    warm-up). The ratio pairs each round's timings, taken seconds apart: the host's drift between rounds
     (which moves both) cancels in it, where a ratio of the two medians mixes rounds of different phases."""
-    mine, mine_batches = our_step(batch, dtype, False)
-    their, their_batches = their_step(torch, batch, dtype, "eager")
-    ours_rates, their_rates, host = [], [], []
+    ours_events = lambda: (cupy.cuda.Event(), cupy.cuda.Event())  # noqa: E731
+    steps_of = [(our_step(batch, dtype, False), mf.cuda.synchronize, ours_events)]
+    if explicit:
+        steps_of.append((our_step(batch, dtype, False, explicit=True), mf.cuda.synchronize, ours_events))
+    steps_of.append((their_step(torch, batch, dtype, "eager"), torch.cuda.synchronize,
+                     lambda: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))))
+    rates, host = [[] for _ in steps_of], []
     for _ in range(rounds):
         host.append(host_calibration_ms())
-        ours_rates.append(steps_per_s(mine, mine_batches, steps, 1, mf.cuda.synchronize,
-                                      lambda: (cupy.cuda.Event(), cupy.cuda.Event())))
-        their_rates.append(steps_per_s(their, their_batches, steps, 1, torch.cuda.synchronize,
-                                       lambda: (torch.cuda.Event(enable_timing=True),
-                                                torch.cuda.Event(enable_timing=True))))
-    del mine, their, mine_batches, their_batches
+        for ((step, batches), sync, events), timed in zip(steps_of, rates):
+            timed.append(steps_per_s(step, batches, steps, 1, sync, events))
+    del steps_of
     mf.cuda.empty_cache()
     torch.cuda.empty_cache()
-    return (statistics.median(ours_rates), statistics.median(their_rates),
-            statistics.median(a / b for a, b in zip(ours_rates, their_rates)), host)
+    theirs_ = rates[-1]
+    paired = [statistics.median(a / b for a, b in zip(mine, theirs_)) for mine in rates[:-1]]
+    return (statistics.median(rates[0]), statistics.median(theirs_), paired[0], host,
+            statistics.median(rates[1]) if explicit else None, paired[1] if explicit else None)
 
 
 def host_calibration_ms():
@@ -243,10 +292,13 @@ def main(argv=None):
         rates = {}
         for dtype in args.dtypes.split(","):
             # (the captured bf16 step in both layouts: see the module's doc)
-            for captured, cl in ((False, False), (True, False)) + (((True, True),) if dtype == "bf16" else ()):
-                name = f"minifused {'graph' if captured else 'eager'} {dtype}" + (" channels-last" if cl else "")
+            # (and the explicit-forward model's captured bf16 step, C-contiguous)
+            for captured, cl, explicit in ((False, False, False), (True, False, False)) + (
+                    ((True, True, False), (True, False, True)) if dtype == "bf16" else ()):
+                name = (f"minifused {'graph' if captured else 'eager'} {dtype}" + (" channels-last" if cl else "")
+                        + (" explicit" if explicit else ""))
                 try:
-                    rates[name], peak = ours(batch, dtype, captured, args.steps, args.repeats, cl)
+                    rates[name], peak = ours(batch, dtype, captured, args.steps, args.repeats, cl, explicit)
                 except Exception as e:  # noqa: BLE001 - one failed configuration must not lose the others
                     print(f"b{batch} {name} failed: {type(e).__name__}: {e}", flush=True)
                     continue
@@ -269,16 +321,23 @@ def main(argv=None):
                 res.add(f"resnet18 b{batch} peak memory", name, peak / 2 ** 20, "MiB")
                 torch.cuda.empty_cache()
         best = max((v for k, v in rates.items() if k.startswith("torch") and k.endswith("bf16")), default=None)
-        mine = max((v for k, v in rates.items() if k.startswith("minifused graph bf16")), default=None)
+        mine = max((v for k, v in rates.items() if k.startswith("minifused graph bf16") and "explicit" not in k),
+                   default=None)
         if best and mine:
             res.ratio(f"resnet_graph_over_torch_best_b{batch}", mine / best)
+        if best and "minifused graph bf16 explicit" in rates:
+            res.ratio(f"resnet_explicit_graph_over_torch_best_b{batch}", rates["minifused graph bf16 explicit"] / best)
         if torch is not None and args.rounds > 0:
             for dtype, ratio in (("bf16", f"resnet_eager_over_torch_eager_b{batch}"),
                                  ("fp32", f"resnet_eager_fp32_over_torch_eager_fp32_b{batch}")):
                 if dtype not in args.dtypes.split(","):
                     continue
-                mine, their, paired, host = alternating_eager(torch, batch, dtype, args.steps, args.rounds)
+                mine, their, paired, host, explicit, explicit_paired = alternating_eager(
+                    torch, batch, dtype, args.steps, args.rounds, explicit=dtype == "bf16")
                 res.add(f"resnet18 b{batch}", f"minifused eager {dtype} alternating", mine, "steps/s")
+                if explicit is not None:
+                    res.add(f"resnet18 b{batch}", f"minifused eager {dtype} explicit alternating", explicit, "steps/s")
+                    res.ratio(f"resnet_explicit_eager_over_torch_eager_b{batch}", explicit_paired)
                 res.add(f"resnet18 b{batch}", f"torch eager {dtype} alternating", their, "steps/s")
                 for stat, value in (("min", min(host)), ("median", statistics.median(host)), ("max", max(host))):
                     res.add(f"resnet18 b{batch} host calibration before the {dtype} rounds", stat, value, "ms")
