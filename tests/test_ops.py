@@ -252,6 +252,14 @@ def test_gpu_same_shape_add_against_float64(dtype, n, offset, poisoned_pool):
     m = n // 7 * 7
     if m:  # two dimensions
         _same_bits(host(KE.add(da[:m].reshape(7, -1), db[:m].reshape(7, -1))), _add_ref(a[:m], b[:m]).reshape(7, -1))
+    # in place (a residual block's out += shortcut): written into a, b and a's other elements untouched
+    whole = dev_array(np.concatenate([a[:offset], a, a[:3]]), "cuda")
+    into = whole[offset:offset + n]
+    assert KE.add_into(into, db) is into
+    _same_bits(host(into), _add_ref(a, b))
+    _same_bits(host(whole[n + offset:]), a[:3])
+    _same_bits(host(db), b)
+    _same_bits(host(KE.add_into(db, db)), _add_ref(b, b))  # (x += x)
 
 
 @pytest.mark.gpu
@@ -282,6 +290,39 @@ def test_gpu_mask_add_apply_is_add_then_mask_apply(dtype, n, offset, poisoned_po
         got = KE.mask_add_apply(ca, cb, mask, channels_last=True)
         _same_bits(host(got).transpose(0, 2, 3, 1).reshape(-1), want)
         _same_bits(host(got), host(KE.mask_apply(KE.add(ca, cb), mask, channels_last=True)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_in_place_add_matches_pytorch(dtype):
+    """``x += y``, ``x.add_(y)`` and their gradients as PyTorch's, for same-shape operands (the kernel's path:
+    C-contiguous and channels-last) and the others (a broadcast operand, a number, mixed layouts)."""
+    torch = pytest.importorskip("torch")
+    from conftest import host
+
+    rng = np.random.default_rng(1)
+    a, b, c, g = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6, 5, 3),) * 3 + ((4, 6, 5, 3),))
+    for cl_a, cl_b, other in ((False, False, b), (True, True, b), (True, False, b), (False, False, c[:1, :, :1]),
+                              (False, False, 2.5)):
+        def run(lib, t):
+            dt = getattr(lib, dtype)
+            fmt = (lambda flag: lib.channels_last if flag else lib.contiguous_format)
+            x = lib.tensor(a, device="cuda", dtype=dt).to(memory_format=fmt(cl_a)).requires_grad_()
+            y = other if isinstance(other, float) else lib.tensor(other, device="cuda", dtype=dt).to(
+                memory_format=fmt(cl_b)).requires_grad_()
+            out = x * 1.0
+            out += y
+            out.add_(x)
+            out.backward(lib.tensor(g, device="cuda", dtype=dt))
+            grads = [x.grad] + ([] if isinstance(y, float) else [y.grad])
+            return [t(v) for v in [out] + grads]
+
+        got = run(mf, lambda v: host(v.detach()).astype(np.float32))
+        want = run(torch, lambda v: v.detach().float().cpu().numpy())
+        for u, w in zip(got[:2], want[:2]):  # the sum and x's gradient: bit for bit
+            np.testing.assert_array_equal(u, w)
+        for u, w in zip(got[2:], want[2:]):  # y's: summed over the broadcast dimensions, in another order
+            np.testing.assert_allclose(u, w, rtol=2e-6 if dtype == "float32" else 8e-3, atol=1e-6)
 
 
 @pytest.mark.gpu

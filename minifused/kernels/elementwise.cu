@@ -206,9 +206,9 @@ template <typename U> __device__ __forceinline__ U round_exact(S f) {
 }
 
 // out = a + b, two arrays of n elements (the residual add and the gradient sums of 16-bit tensors):
-// the sum in S, rounded once to T (to nearest, ties to even), as PyTorch's add. a may be b.
-extern "C" __global__ void add_same(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
-                                    long long n) {
+// the sum in S, rounded once to T (to nearest, ties to even), as PyTorch's add. Any two of a, b and out may be
+// one array (out is a for a += b: no __restrict__; each element is read before it is written, by its thread).
+extern "C" __global__ void add_same(const T* a, const T* b, T* out, long long n) {
     const bool vec = aligned16(a) && aligned16(b) && aligned16(out);
     GRID_LOOP(c, (n + V - 1) / V) {
         const long long i0 = c * V;

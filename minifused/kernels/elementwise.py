@@ -327,20 +327,34 @@ def cast(x, dtype):
 _ADD_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
 
 
+def _takes_add_same(a, b):
+    """Whether ``a + b`` runs on add_same: two CUDA arrays of one shape, one dtype (float32, float16 or bfloat16) and
+    one layout (C-contiguous or channels-last, kept). It computes in float32 and rounds once, as CuPy's add does,
+    but moves 16 bytes per thread (the residual adds and gradient sums of a 16-bit model) and costs less host time
+    than CuPy's ufunc (the sums of small steps)."""
+    return (backend.is_cuda_array(a) and backend.is_cuda_array(b) and a.dtype == b.dtype and a.dtype in _ADD_DTYPES
+            and a.shape == b.shape and a.strides == b.strides and (c_contiguous(a) or is_channels_last(a)))
+
+
 def add(a, b):
-    """``a + b``. Two CUDA arrays of one shape, one dtype (float32, float16 or bfloat16) and one layout
-    (C-contiguous or channels-last, kept) take add_same, which computes in float32 and rounds once, as CuPy's
-    add does, but moves 16 bytes per thread (the residual adds and gradient sums of a 16-bit model) and costs
-    less host time than CuPy's ufunc (the sums of small steps); anything else (scalars, broadcasting, other
-    dtypes or layouts, NumPy arrays) is ``a + b``."""
-    if not (backend.is_cuda_array(a) and backend.is_cuda_array(b) and a.dtype == b.dtype
-            and a.dtype in _ADD_DTYPES and a.shape == b.shape and a.strides == b.strides
-            and (c_contiguous(a) or is_channels_last(a))):
+    """``a + b``: on add_same where :func:`_takes_add_same`; anything else (scalars, broadcasting, other dtypes or
+    layouts, NumPy arrays) is ``a + b``."""
+    if not _takes_add_same(a, b):
         return a + b
     out = _empty_as(a)
     if a.size:
         _chunk_launch("add_same", a.dtype, a.size, a.data.device_id)(a.data.ptr, b.data.ptr, out.data.ptr)
     return out
+
+
+def add_into(a, b):
+    """``a += b`` (``a`` returned): on add_same, written into ``a``, where :func:`_takes_add_same` (a residual
+    block's ``out += shortcut``), else CuPy's or NumPy's in-place add."""
+    if not _takes_add_same(a, b):
+        a += b
+    elif a.size:
+        _chunk_launch("add_same", a.dtype, a.size, a.data.device_id)(a.data.ptr, b.data.ptr, a.data.ptr)
+    return a
 
 
 def mask_add_fuses(a, b, channels_last=False):

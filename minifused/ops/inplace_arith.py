@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function, is_grad_enabled
+from ..kernels import elementwise as K
 from ..tensor import Tensor
 from ._common import (bfloat16_rounded, broadcast_shape, can_cast, cast, check_alpha, scalar_result_dtype, shape_of,
                       tensors_result_dtype, unbroadcast, unbroadcast_graph, wrapped)
@@ -57,7 +58,7 @@ class AddInto(Function):
             alpha = float(dst.dtype.type(alpha))
             dst, b = dst.astype(np.float32), b.astype(np.float32)
         if alpha == 1:
-            dst += b
+            K.add_into(dst, b)
         elif dst.dtype == backend.bool_:
             if alpha:
                 dst += b
