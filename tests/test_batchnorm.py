@@ -1323,6 +1323,27 @@ CHANGES_AFTER_A_STEP = {  # (what changes between two calls, the input of the se
 }
 
 
+def _outcome(run, model, x):
+    """``run(model, x)``'s values, or its error's type and message."""
+    try:
+        return run(model, x).detach().numpy()
+    except (ValueError, TypeError, RuntimeError) as e:
+        return type(e), str(e)
+
+
+def _same_outcome(got, want, seq, plain, before):
+    """``got`` (the outcome of ``seq``, whose BatchNorm's state was ``before``) is ``want`` (``plain``'s): the same
+    values and buffers, or the same error with the state unchanged."""
+    if isinstance(want, tuple):
+        assert got == want
+        after = _bn_state(seq[1])
+        assert all(np.array_equal(before[k], after[k]) for k in before)
+    else:
+        np.testing.assert_array_equal(got, want)
+        for (name, a), b in zip(seq.named_buffers(), plain.buffers()):
+            np.testing.assert_array_equal(host(a), host(b), err_msg=name)
+
+
 @pytest.mark.parametrize("change", list(CHANGES_AFTER_A_STEP))
 def test_sequential_conv_bn_checks_again_whatever_changed(monkeypatch, rng, change):
     """The fused Conv2d and BatchNorm2d skip their checks while all they read equals what the last call's checks
@@ -1344,23 +1365,9 @@ def test_sequential_conv_bn_checks_again_whatever_changed(monkeypatch, rng, chan
     x = x.double() if shape == "float64" else mf.tensor(rng.standard_normal(shape), dtype=mf.float32)
     plain = copy.deepcopy(seq)
     before = _bn_state(seq[1])
-
-    def outcome(run, s):
-        try:
-            return run(s, x).detach().numpy()
-        except (ValueError, TypeError, RuntimeError) as e:
-            return type(e), str(e)
-
-    got, want = outcome(lambda s, x: s(x), seq), outcome(_one_by_one, plain)
+    got, want = _outcome(lambda s, x: s(x), seq, x), _outcome(_one_by_one, plain, x)
     assert len(checked) == 1 + (change != "nothing")
-    if isinstance(want, tuple):
-        assert got == want
-        after = _bn_state(seq[1])
-        assert all(np.array_equal(before[k], after[k]) for k in before)
-    else:
-        np.testing.assert_array_equal(got, want)
-        for (name, a), b in zip(seq.named_buffers(), plain.buffers()):
-            np.testing.assert_array_equal(host(a), host(b), err_msg=name)
+    _same_outcome(got, want, seq, plain, before)
     with mf.no_grad():  # grad mode is read too (running statistics requiring grad are refused only with it on)
         seq(x) if not isinstance(want, tuple) or change == "running_var requiring grad" else None
     assert len(checked) == 1 + (change != "nothing") + (not isinstance(want, tuple)
@@ -1399,25 +1406,10 @@ def test_modules_one_by_one_check_again_whatever_changed(monkeypatch, rng, chang
     plain = copy.deepcopy(seq)
     _forget_checks(plain)
     before = _bn_state(seq[1])
-
-    def outcome(s):
-        try:
-            return _one_by_one(s, x).detach().numpy()
-        except (ValueError, TypeError, RuntimeError) as e:
-            return type(e), str(e)
-
     checked.clear()
-    got = outcome(seq)
+    got = _outcome(_one_by_one, seq, x)
     assert (len(checked) == 0) == (change == "nothing")
-    want = outcome(plain)
-    if isinstance(want, tuple):
-        assert got == want
-        after = _bn_state(seq[1])
-        assert all(np.array_equal(before[k], after[k]) for k in before)
-    else:
-        np.testing.assert_array_equal(got, want)
-        for (name, a), b in zip(seq.named_buffers(), plain.buffers()):
-            np.testing.assert_array_equal(host(a), host(b), err_msg=name)
+    _same_outcome(got, _outcome(_one_by_one, plain, x), seq, plain, before)
     if change == "running_var requiring grad":  # grad mode is read too: refused only with it on
         with mf.no_grad():
             np.testing.assert_array_equal(_one_by_one(seq, x).numpy(), _one_by_one(plain, x).numpy())
