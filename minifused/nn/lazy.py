@@ -247,8 +247,8 @@ class LazyLinear(LazyModuleMixin, Linear):
     def initialize_parameters(self, input, *args, **kwargs):
         input = _tensor_arg(self, input)
         if input.ndim < 1:
-            raise IndexError(f"LazyLinear: expected an input with at least 1 dimension (its last is in_features), "
-                             f"got a 0-d tensor")
+            raise IndexError("LazyLinear: expected an input with at least 1 dimension (its last is in_features), "
+                             "got a 0-d tensor")
         if not _done(self):
             self._materialize(input.shape[-1])
         elif self.in_features == 0:

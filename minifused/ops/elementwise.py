@@ -756,7 +756,6 @@ class Clamp(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         lo, hi = ctx.bounds
-        xp = _xp(x)
         keep = (x >= lo) if hi is None else (x <= hi) if lo is None else (x >= lo) & (x <= hi)
         _, need_lo, need_hi = ctx.needs_input_grad
         zero = g.dtype.type(0)  # (selected, not multiplied: an inf or NaN gradient stays out where it is cut, as
@@ -931,7 +930,7 @@ class Maximum(Function):
     @classmethod
     def backward(cls, ctx, g):
         a, b = ctx.saved_tensors
-        xp, zero = _xp(g), g.dtype.type(0)
+        zero = g.dtype.type(0)
         # PyTorch's: ties split the gradient evenly; the side that lost gets none; where either is NaN (no order)
         # both get the whole gradient
         share = backend.where(a == b, g / 2, g).astype(g.dtype, copy=False)

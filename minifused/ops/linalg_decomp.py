@@ -291,7 +291,6 @@ class Eigh(Function):
 def svd_grad(u, s, vh, gu, gs, gvh):
     """PyTorch's svd_backward for real matrices (U: (m, k), Vh: (k, n), k = min(m, n)); ``gu`` / ``gvh`` None when
     only the singular values were asked for."""
-    xp = _xp(s)
     if gu is None:
         return (u * gs[..., None, :]) @ vh
     m, n, k = u.shape[-2], vh.shape[-1], s.shape[-1]

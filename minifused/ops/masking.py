@@ -37,7 +37,6 @@ class Fill(Function):
     @staticmethod
     def backward(ctx, g):
         shape, mask = ctx.meta
-        xp = _xp(g)
         zero = g.dtype.type(0)
         gx = unbroadcast(backend.where(mask, zero, g), shape) if ctx.needs_input_grad[0] else None
         gv = backend.where(mask, g, zero).sum().astype(g.dtype) if ctx.needs_input_grad[1] else None

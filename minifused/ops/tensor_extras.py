@@ -235,7 +235,6 @@ class Angle(Function):
 
     @staticmethod
     def forward(ctx, x, dtype):
-        xp = _xp(x)
         return backend.where(x < 0, np.pi, backend.where(x != x, x, 0)).astype(dtype)
 
     @staticmethod
