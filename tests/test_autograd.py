@@ -696,7 +696,9 @@ def test_backward_inputs_fill_only_those_tensors():
 
 
 @pytest.mark.parametrize("call,exc,words", [
-    (lambda w, y: mf.autograd.backward([y], [None, None]), ValueError, "backward: got 2 gradients for 1 tensors"),
+    (lambda w, y: mf.autograd.backward([y], [None, None]), RuntimeError, "backward: got 1 tensors and 2 gradients"),
+    (lambda w, y: mf.autograd.backward([y, y], [None]), RuntimeError, "backward: got 2 tensors and 1 gradients"),
+    (lambda w, y: mf.autograd.grad([y, y], w, [None]), RuntimeError, "grad: got 2 tensors and 1 grad_outputs"),
     (lambda w, y: mf.autograd.backward([y, 3.0]), TypeError, "backward: expected tensors to differentiate, got float"),
     (lambda w, y: y.backward(inputs=[mf.ones(2)]), RuntimeError, "one of the inputs does not require grad"),
     (lambda w, y: y.backward(inputs=[]), RuntimeError, "inputs, when given, must not be empty"),

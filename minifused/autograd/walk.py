@@ -44,8 +44,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         grads = [grads]
     else:
         grads = [None] * len(roots) if grads is None else list(grads) if isinstance(grads, (list, tuple)) else [grads]
-    if len(grads) != len(roots):
-        raise ValueError(f"backward: got {len(grads)} gradients for {len(roots)} tensors")
+    if len(grads) != len(roots):  # (PyTorch's RuntimeError for too few; it ignores extra ones, a slip refused here)
+        raise RuntimeError(f"backward: got {len(roots)} tensors and {len(grads)} gradients")
     for t in roots:
         if not isinstance(t, _Tensor):
             raise TypeError(f"backward: expected tensors to differentiate, got {type(t).__name__}")
@@ -344,7 +344,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
     grad_outputs = list(grad_outputs)
     if len(grad_outputs) != len(outputs):
-        raise ValueError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+        raise RuntimeError(f"autograd.grad: got {len(outputs)} tensors and {len(grad_outputs)} grad_outputs")
     for what, ts in (("outputs", outputs), ("inputs", inputs)):
         for t in ts:
             if not isinstance(t, _Tensor):  # (PyTorch raises a RuntimeError for inputs: both)
