@@ -125,6 +125,13 @@ def test_view_gradient():
     np.testing.assert_array_equal(x.grad.numpy(), [1, 2, 3, 1, 2, 3])
 
 
+def test_repeat_and_tile_of_a_transposed_tensor_are_contiguous_copies():
+    x = mf.arange(6.0).reshape(2, 3).T
+    for y in (x.repeat(1, 1), x.tile((1,)), x.repeat(2, 1)):
+        assert y.is_contiguous()
+        np.testing.assert_array_equal(y.view(-1).numpy(), np.tile(x.numpy(), (y.shape[0] // 3, 1)).reshape(-1))
+
+
 # ---------------------------------------------------------------- format
 def test_format_specs():
     assert f"{mf.tensor(3.14159):.2f}" == "3.14"

@@ -144,7 +144,8 @@ class Repeat(Function):
     def forward(ctx, x, repeats):
         shape = (1,) * (len(repeats) - x.ndim) + x.shape
         ctx.meta = (x.shape, shape, repeats)
-        return _xp(x).tile(x.reshape(shape), repeats)
+        xp = _xp(x)
+        return xp.ascontiguousarray(xp.tile(x.reshape(shape), repeats))  # all-ones repeats keep x's strides
 
     @staticmethod
     def backward(ctx, g):
