@@ -35,6 +35,20 @@ def test_floor_divide_and_remainder_follow_python_signs():
     np.testing.assert_allclose((7.0 % x).numpy(), [1.5, -4.0])
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, F16, BF16])
+def test_remainder_zero_keeps_the_dividends_sign(dtype):
+    # PyTorch's remainder is C's fmod moved onto the divisor's side: a zero keeps the dividend's sign
+    inf = math.inf
+    a = mf.tensor([0.0, -0.0, -2.0, 2.0, -1.0, 1.0, 5.5], dtype=dtype)
+    b = mf.tensor([-1.0, 1.0, 1.0, -1.0, inf, -inf, -2.0], dtype=dtype)
+    for r in (mf.remainder(a, b), a % b):
+        out = r.float().numpy()
+        np.testing.assert_array_equal(out, [0.0, -0.0, -0.0, 0.0, inf, -inf, -0.5])
+        assert np.signbit(out).tolist() == [False, True, True, False, False, True, True]
+    out = (a % -1).float().numpy()
+    assert np.signbit(out).tolist() == [False, True, True, False, True, False, True]
+
+
 def test_division_by_zero_gives_inf_and_nan_for_floats():
     x = mf.tensor([1.0, -1.0, 0.0])
     np.testing.assert_array_equal((x // 0).numpy(), [np.inf, -np.inf, np.nan])

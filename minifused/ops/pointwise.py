@@ -464,7 +464,17 @@ class TruncDivide(_Division):
 
 
 class Remainder(_Division):
+    """a - b * floor(a / b); floating-point operands from C's fmod as PyTorch computes them, so that a zero keeps the
+    dividend's sign (``0.0 % -1`` is 0.0 and ``-2.0 % 1`` is -0.0 there; NumPy's remainder gives the divisor's)."""
+
     ufunc = "remainder"
+
+    @classmethod
+    def values(cls, xp, a, b):
+        if not backend.is_floating((a if hasattr(a, "shape") else b).dtype):
+            return xp.remainder(a, b)
+        mod = xp.fmod(a, b)
+        return xp.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
 
 
 class Fmod(_Division):
