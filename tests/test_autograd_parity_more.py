@@ -49,6 +49,27 @@ def test_grad_mode_guards_clone():
 
 
 
+def test_grad_mode_turned_on_inside_inference_mode_records_nothing():
+    # PyTorch: inference mode outranks enable_grad / set_grad_enabled(True) (is_grad_enabled says True, but no op
+    # records); inference_mode(False) inside it records again
+    x = leaf([1.0, 2.0])
+
+    @mf.enable_grad()
+    def f():
+        return mf.is_grad_enabled(), (x * 2).requires_grad
+
+    with mf.inference_mode():
+        with mf.set_grad_enabled(True):
+            assert mf.is_grad_enabled() and not (x * 2).requires_grad
+            with mf.no_grad():
+                assert not mf.is_grad_enabled()
+            with mf.inference_mode(False):
+                assert mf.is_grad_enabled() and (x * 2).requires_grad
+            assert not (x * 2).requires_grad
+        assert f() == (True, False) and not mf.is_grad_enabled()
+    assert mf.is_grad_enabled() and (x * 2).requires_grad
+
+
 def test_decorating_a_class_warns_and_constructs_it_in_the_mode():
     # PyTorch: a FutureWarning; the class becomes a function that constructs it inside the guard
     with pytest.warns(FutureWarning, match="Decorating classes is deprecated"):

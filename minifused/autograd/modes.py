@@ -14,13 +14,14 @@ from .. import backend
 class _GradMode(threading.local):
     enabled = True
     inference = False  # inside inference_mode(True): what is_inference_mode_enabled reports
+    blocked = False  # grad mode turned on inside inference_mode: reported by is_grad_enabled, but nothing is recorded
 
 
 _mode = _GradMode()
 
 
 def is_grad_enabled() -> bool:
-    return _mode.enabled
+    return _mode.enabled or _mode.blocked
 
 
 def _decorated(fn, guard):
@@ -68,6 +69,12 @@ def _decorated(fn, guard):
     return wrapper
 
 
+def _set(mode):
+    """Grad mode on or off; inside ``inference_mode`` turning it on records nothing still (PyTorch's inference mode
+    outranks grad mode), though :func:`is_grad_enabled` says it is on, as PyTorch's."""
+    _mode.enabled, _mode.blocked = mode and not _mode.inference, mode and _mode.inference
+
+
 class _GradModeGuard:
     """Sets grad mode on entry and restores it on exit; also a decorator. ``with ... as x`` binds None, as
     PyTorch's guards do."""
@@ -77,15 +84,15 @@ class _GradModeGuard:
         self.prev = None
 
     def __enter__(self):
-        self.prev = _mode.enabled
-        _mode.enabled = self.mode
+        self.prev = _mode.enabled, _mode.blocked
+        _set(self.mode)
 
     def clone(self):
         """A fresh guard of the same kind and mode (PyTorch's ``clone``, which its decorators use)."""
         return type(self)()
 
     def __exit__(self, *exc):
-        _mode.enabled = self.prev
+        _mode.enabled, _mode.blocked = self.prev
         return False
 
     def __call__(self, fn):
@@ -102,14 +109,14 @@ class set_grad_enabled(_GradModeGuard):
             raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, not "
                             f"{type(mode).__name__}")
         super().__init__(mode)
-        self.prev = _mode.enabled
-        _mode.enabled = self.mode
+        self.prev = _mode.enabled, _mode.blocked
+        _set(self.mode)
 
     def __enter__(self):
         pass  # the mode was set by the constructor; the mode before it is in self.prev
 
     def __call__(self, fn):
-        _mode.enabled = self.prev  # as a decorator it changes the mode only while fn runs
+        _mode.enabled, _mode.blocked = self.prev  # as a decorator it changes the mode only while fn runs
         return super().__call__(fn)
 
     def clone(self):
@@ -139,8 +146,8 @@ class enable_grad(_BareDecorator):
 
 class inference_mode(_BareDecorator):
     """PyTorch's ``inference_mode``: here the same as :class:`no_grad` (minifused has no separate
-    inference tensors), a context manager and a decorator; ``inference_mode(False)`` turns grad mode on,
-    as PyTorch's (inside ``no_grad`` too)."""
+    inference tensors), a context manager and a decorator, except that ``enable_grad`` inside it records nothing
+    either; ``inference_mode(False)`` turns grad mode on, as PyTorch's (inside ``no_grad`` too)."""
 
     def __init__(self, mode: bool = True):
         if not isinstance(mode, bool):
