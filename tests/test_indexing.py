@@ -391,6 +391,15 @@ def test_gather_and_scatters_take_int32_indices():
                                                                                                  [0, 0, 3]]
 
 
+def test_gather_by_a_transposed_index_is_contiguous():
+    x = mf.arange(12.0).reshape(3, 4)
+    i = mf.tensor([[0, 1, 3], [2, 0, 1]]).t()
+    want = np.take_along_axis(x.numpy(), i.numpy(), 1)
+    for got in (x.gather(1, i), mf.take_along_dim(x, i, 1)):
+        assert got.is_contiguous()
+        np.testing.assert_array_equal(got.view(-1).numpy(), want.reshape(-1))
+
+
 def test_scatter_reduce_multiply_and_fill_value_gradient():
     x = cpu(np.ones((2, 3)))
     out = x.scatter(1, mf.tensor([[0, 0], [2, 1]]), 3.0, reduce="multiply")

@@ -139,7 +139,7 @@ class Gather(Function):
     @staticmethod
     def forward(ctx, x, index, axis):
         ctx.meta = (x.shape, x.dtype, index, axis)
-        return x[_grid(index, axis)]
+        return _xp(x).ascontiguousarray(x[_grid(index, axis)])  # (fancy indexing follows a transposed index's order)
 
     @staticmethod
     def backward(ctx, g):
