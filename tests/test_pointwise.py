@@ -49,6 +49,15 @@ def test_remainder_zero_keeps_the_dividends_sign(dtype):
     assert np.signbit(out).tolist() == [False, True, True, False, True, False, True]
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, F16, BF16])
+def test_minus_integer_zero_keeps_negative_zero(dtype):
+    x = mf.tensor([-0.0, 0.0, 1.5], dtype=dtype)
+    assert np.signbit((x - 0).float().numpy()).tolist() == [True, False, False]  # IEEE: -0.0 - 0.0 is -0.0
+    assert np.signbit(mf.sub(x, 0).float().numpy()).tolist() == [True, False, False]
+    assert np.signbit((x + 0).float().numpy()).tolist() == [False, False, False]  # -0.0 + 0.0 is 0.0
+    assert np.signbit((0 - x).float().numpy()).tolist() == [False, False, True]
+
+
 def test_division_by_zero_gives_inf_and_nan_for_floats():
     x = mf.tensor([1.0, -1.0, 0.0])
     np.testing.assert_array_equal((x // 0).numpy(), [np.inf, -np.inf, np.nan])

@@ -257,7 +257,9 @@ def _additive(fn, name):
             _refuse_bool_sub(a, b)
         fused = _float_and_number(a, b)
         if fused is not None:
-            return AddNumber.apply(fused[0], _number_in(fused[0].dtype, fused[1] if fn is Add else -fused[1]), False)
+            # (negated as a float: x - 0 adds -0.0, so that -0.0 - 0 stays -0.0 as in PyTorch)
+            return AddNumber.apply(fused[0], _number_in(fused[0].dtype, fused[1] if fn is Add else -float(fused[1])),
+                                   False)
         fused = _float_and_number(b, a)
         if fused is not None:
             return AddNumber.apply(fused[0], _number_in(fused[0].dtype, fused[1]), fn is Sub)
