@@ -116,8 +116,10 @@ def test_stacks_promote_and_match_numpy():
 def test_concat_spellings():
     a, b = mf.ones(2, 1, device="cpu"), mf.zeros(2, 3, device="cpu")
     for out in (mf.concat([a, b], 1), mf.concat([a, b], axis=1), mf.concatenate([a, b], 1),
-                mf.concatenate([a, b], dim=-1), mf.cat([a, b], 1)):
+                mf.concatenate([a, b], dim=-1), mf.cat([a, b], 1), mf.cat([a, b], axis=1)):
         assert out.shape == (2, 4) and out[:, 0].tolist() == [1.0, 1.0]
+    stacked = mf.stack([b, b + 1], axis=-1)
+    assert stacked.shape == (2, 3, 2) and stacked[0, 0].tolist() == [0.0, 1.0]
 
 
 def test_cat_skips_an_empty_1d_tensor_as_pytorch():

@@ -431,7 +431,9 @@ def _joinable(op, tensors):
     return [cast(t, dtype) for t in tensors]
 
 
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, axis=None):
+    """``tensors`` joined along ``dim`` (``axis`` as NumPy spells it, which PyTorch takes too)."""
+    dim = dim if axis is None else axis
     tensors = _joinable("cat", tensors)
     if any(t.ndim != 1 for t in tensors):
         # PyTorch's legacy rule: an empty 1-d tensor (a torch.tensor([]) to append to) is skipped beside tensors
@@ -449,7 +451,9 @@ def cat(tensors, dim=0):
     return Cat.apply(*tensors, axis=axis)
 
 
-def stack(tensors, dim=0):
+def stack(tensors, dim=0, *, axis=None):
+    """``tensors`` joined along a new ``dim`` (``axis`` as NumPy spells it, which PyTorch takes too)."""
+    dim = dim if axis is None else axis
     tensors = _joinable("stack", tensors)
     ref = tensors[0].shape
     for t in tensors:
