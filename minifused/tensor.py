@@ -508,6 +508,8 @@ class Tensor:
         self._retain = True
 
     def _accumulate_grad(self, g, owned):
+        if not self._requires_grad:  # a leaf frozen after its graph was recorded gets none (PyTorch's AccumulateGrad)
+            return
         if isinstance(g, np.generic):  # a 0-d NumPy op's gradient is a scalar: in-place ops on .grad need an array
             g, owned = np.array(g), True
         if self._grad is None:  # a new .grad takes the tensor's layout (PyTorch's), which the fused optimizers need

@@ -246,6 +246,19 @@ def test_hooks_and_callbacks_run_with_grad_mode_off():
     np.testing.assert_allclose(x.grad.numpy(), m.weight.detach().numpy()[0] * 2.0)
 
 
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_leaf_frozen_after_its_graph_was_recorded_gets_no_grad(create_graph):
+    # PyTorch's AccumulateGrad skips a leaf whose requires_grad was turned off; its post-accumulate hook still runs
+    x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    ran = []
+    x.register_post_accumulate_grad_hook(lambda p: ran.append(p.grad))
+    y = (x * x * w).sum()
+    x.requires_grad_(False)
+    y.backward(create_graph=create_graph)
+    assert x.grad is None and ran == [None]
+    np.testing.assert_allclose(w.grad.numpy(), [1.0, 4.0], rtol=1e-12)
+
+
 # ---------------------------------------------------------------- 3. anomaly mode
 def test_detect_anomaly_lets_infinities_through():
     values = np.array([0.5, -1.0, 2.0])

@@ -281,7 +281,8 @@ def _graph_leaf_grads(found, wanted):
             if leaf._ctx is not None or ids is not None and id(leaf) not in ids:
                 continue
             g = higher.run_hooks(leaf._hooks, g) if leaf._hooks else g
-            leaf._grad = g if leaf._grad is None else leaf._grad + g
+            if leaf._requires_grad:  # (a leaf frozen after its graph was recorded gets none: Tensor._accumulate_grad)
+                leaf._grad = g if leaf._grad is None else leaf._grad + g
             done.append(leaf)
     finally:
         _mode.enabled = grad_mode
