@@ -304,6 +304,9 @@ def T(x):
 
 
 def unsqueeze(input, dim):
+    dim = host_int(dim)
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):  # (one dim: no tuple, unlike squeeze)
+        raise InputTypeError(f"unsqueeze(): argument 'dim' must be an int, got {dim!r}")
     (d,) = normalize_axis("unsqueeze", dim, input.ndim + 1)
     return Reshape.apply(input, input.shape[:d] + (1,) + input.shape[d:])
 
