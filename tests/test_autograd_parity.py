@@ -259,6 +259,31 @@ def test_a_leaf_frozen_after_its_graph_was_recorded_gets_no_grad(create_graph):
     np.testing.assert_allclose(w.grad.numpy(), [1.0, 4.0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("on_leaf", [False, True])
+def test_hooks_added_or_removed_by_a_hook_count_from_the_next_backward(on_leaf, create_graph):
+    # PyTorch runs the hooks registered when the gradient arrived: the one the first hook removes still runs
+    # (x3), the one it adds runs from the next backward on (x5)
+    x = leaf([1.0, 2.0])
+    t = x if on_leaf else x * 1
+    handles, seen = [], []
+
+    def first(g):
+        seen.append("first")
+        handles[1].remove()
+        t.register_hook(lambda g: seen.append("added") or g * 5)
+
+    handles.append(t.register_hook(first))
+    handles.append(t.register_hook(lambda g: seen.append("removed") or g * 3))
+    y = (t * t).sum()
+    (g,) = autograd.grad(y, x, retain_graph=True, create_graph=create_graph)
+    assert seen == ["first", "removed"]
+    np.testing.assert_allclose(g.detach().numpy(), [6.0, 12.0], rtol=1e-12)
+    (g,) = autograd.grad(y, x, create_graph=create_graph)
+    assert seen == ["first", "removed", "first", "added"]
+    np.testing.assert_allclose(g.detach().numpy(), [10.0, 20.0], rtol=1e-12)
+
+
 # ---------------------------------------------------------------- 3. anomaly mode
 def test_detect_anomaly_lets_infinities_through():
     values = np.array([0.5, -1.0, 2.0])

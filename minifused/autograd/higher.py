@@ -154,8 +154,9 @@ def _output_grads(ctx, pending, found, targets):
 
 
 def run_hooks(hooks, g):
-    """Each hook sees the gradient tensor and may return a replacement of the same shape and dtype."""
-    for hook in hooks:
+    """Each hook sees the gradient tensor and may return a replacement of the same shape and dtype (the hooks
+    registered when it arrived, as :func:`.walk._run_hooks`)."""
+    for hook in tuple(hooks):
         result = hook(g)
         if result is not None:
             g = checked_hook_result(hook, result, g)

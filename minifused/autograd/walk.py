@@ -301,8 +301,9 @@ def _fit(g, like, what):
 
 def _run_hooks(hooks, grad):
     """Each hook sees the gradient and may return a replacement: a tensor of the same shape, dtype and device
-    (else an error, as PyTorch's)."""
-    for hook in hooks:
+    (else an error, as PyTorch's). The hooks registered when the gradient arrived run: one a hook adds or
+    removes meanwhile does so from the next backward on, as PyTorch's."""
+    for hook in tuple(hooks):
         if isinstance(grad, np.generic) or not _writeable(grad):
             grad = np.array(grad)  # a hook may write its tensor in place: a NumPy scalar or read-only view drops it
         show_to_user(grad)
