@@ -252,6 +252,29 @@ def test_integer_powers_with_negative_exponents():
     assert small.dtype == mf.int8 and small.tolist() == [0, 27]
 
 
+@pytest.mark.parametrize("dtype", [mf.float32, mf.float64, mf.float16, mf.bfloat16])
+def test_half_powers_at_negative_zero_and_infinity(dtype):
+    """PyTorch's cpu pow takes the number 0.5 or -0.5 to a float32 / float64 / bfloat16 tensor as sqrt and 1 / sqrt
+    (-0.0 to -0.0 and -inf, -inf to NaN); float16's and a tensor exponent's are C's pow (0.0 and inf, inf and 0.0)."""
+    x = cpu([-0.0, -inf, 4.0], dtype=dtype)
+    as_sqrt = dtype != mf.float16
+    for got, want in ((x ** 0.5, [-0.0, nan, 2.0] if as_sqrt else [0.0, inf, 2.0]),
+                      (x ** -0.5, [-inf, nan, 0.5] if as_sqrt else [inf, 0.0, 0.5]),
+                      (x ** cpu(0.5, dtype=dtype), [0.0, inf, 2.0]), (x ** cpu([0.5], dtype=dtype), [0.0, inf, 2.0])):
+        assert got.dtype == dtype
+        out = got.float().numpy()
+        np.testing.assert_array_equal(out, want)
+        assert np.signbit(out[0]) == np.signbit(want[0])  # (the sign of the zero's result)
+    t = cpu([-0.0, 4.0], dtype=mf.float64, requires_grad=True)  # d/dx x^0.5 = 0.5 x^-0.5: -inf at -0.0
+    (t ** 0.5).sum().backward()
+    assert t.grad.tolist() == [-inf, 0.25]
+
+
+def test_negative_power_of_a_bool_tensor_raises_runtime_error():
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        cpu([True, False]) ** -1
+
+
 # ---------------------------------------------------------------- normalize in 16 bits, sinc's gradient
 @pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16])
 def test_normalize_clamps_in_the_input_dtype(dtype):

@@ -155,15 +155,34 @@ class Div(Function):
 
 def _power(a, b):
     """``a ** b``; a float32 NumPy result as PyTorch's cpu pow rounds it: a tensor to the number 3 or -2 as
-    ``x * x * x`` and ``1 / (x * x)`` (its special cases, as 2, 0.5, -1 are NumPy's too), other powers through
+    ``x * x * x`` and ``1 / (x * x)`` (its special cases, as 2 and -1 are NumPy's too), other powers through
     float64, rounded once (PyTorch's are correctly rounded there, NumPy's float32 power loops an ulp off: 0.9 ** 4
-    0.65610 against 0.6560999). (A tensor exponent's PyTorch vectorizes, an ulp off in a few percent of elements.)"""
-    if (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)) and np.result_type(a, b) == np.float32:
-        with np.errstate(all="ignore"):  # (as float32's: overflow to inf, NaN for a negative base)
+    0.65610 against 0.6560999). (A tensor exponent's PyTorch vectorizes, an ulp off in a few percent of elements.)
+    The number 0.5 or -0.5 to a float32, float64 or bfloat16 tensor is its sqrt or 1 / sqrt, as PyTorch's cpu pow
+    takes them (``-0.0 ** 0.5`` is -0.0, ``-inf ** 0.5`` NaN); float16's and a tensor exponent's are pow's (0.0,
+    inf): :func:`_pow_ufunc`, not NumPy's ``**``."""
+    if not (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
+        return a ** b
+    with np.errstate(all="ignore"):  # (as float32's: overflow to inf, NaN for a negative base)
+        if (isinstance(a, np.ndarray) and isinstance(b, numbers.Real) and b in (0.5, -0.5)
+                and a.dtype in (np.float32, np.float64, backend.bfloat16)):
+            root = np.sqrt(a.astype(np.float32) if a.dtype == backend.bfloat16 else a)
+            return (root if b == 0.5 else 1 / root).astype(a.dtype, copy=False)
+        if np.result_type(a, b) == np.float32:
             if isinstance(a, np.ndarray) and isinstance(b, numbers.Real) and b in (3, -2):
                 return a * a * a if b == 3 else np.float32(1) / (a * a)
-            return (np.asarray(a, np.float64) ** np.asarray(b, np.float64)).astype(np.float32)
-    return a ** b
+            return _pow_ufunc(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(np.float32)
+        return _pow_ufunc(a, b)
+
+
+def _pow_ufunc(a, b):
+    """NumPy's power as C's pow: NumPy takes a one-element exponent 0.5 as sqrt (``**`` and its ufunc alike), which
+    gives -0.0 and NaN for -0.0 and -inf where pow gives 0.0 and inf."""
+    out = np.power(a, b)
+    if np.size(b) == 1 and np.all(b == 0.5):
+        # (+ 0: -0.0 becomes 0.0; the cast: NumPy takes bfloat16 and a Python number to float32)
+        out = np.where(np.isneginf(a), np.inf, out + 0).astype(out.dtype, copy=False)
+    return out
 
 
 class Pow(Function):
@@ -197,7 +216,7 @@ class Pow(Function):
         # a == 0), d/db is 0 where a == 0 and b >= 0; a negative base gives NaN for d/db (log a)
         with np.errstate(divide="ignore", invalid="ignore"):
             if na:
-                ga = unbroadcast(g * backend.where(xp.asarray(b) == 0, 0, b * a ** (b - 1)), a.shape)
+                ga = unbroadcast(g * backend.where(xp.asarray(b) == 0, 0, b * _power(a, b - 1)), a.shape)
             if nb:
                 a_ = xp.asarray(a)
                 gb = unbroadcast(g * backend.where((a_ == 0) & (xp.asarray(b) >= 0), 0, out * xp.log(a_)), b.shape)
@@ -431,10 +450,10 @@ def pow(input, exponent):  # noqa: A001 - PyTorch's name
             raise NotImplementedError("pow: not implemented for bool tensors (cast them with .long() or .float())")
         return clone(input) if exponent else Tensor._from_array(input._xp.ones(input.shape, backend.bool_))
     if (isinstance(input, Tensor) and isinstance(exponent, numbers.Integral) and not isinstance(exponent, bool)
-            and input.dtype.kind in "iu"):
+            and input.dtype.kind in "iub"):
         if exponent < 0:
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
-        if wrapped(input.dtype, exponent) != exponent:
+        if input.dtype.kind != "b" and wrapped(input.dtype, exponent) != exponent:
             raise RuntimeError(f"pow: value {exponent} cannot be converted to type {input.dtype} without overflow")
     input, exponent = autocast_float32_on_cuda(input, exponent)  # (on PyTorch's cuda autocast float32 list)
     return _pow(input, exponent)
