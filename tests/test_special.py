@@ -60,6 +60,10 @@ def test_fmax_fmin_ties_and_nan():
     assert_same(value_and_grads(mf.fmin, a, b),
                 [[1, 2, 1, 3, nan, 4], [1, 1, 0, 1, 1, 0], [0, 0, 1, 0, 0, 1]])
     assert mf.fmax(mf.tensor([1, 5]), mf.tensor([3, 2])).tolist() == [3, 5]  # integers stay integers
+    for dtype in (mf.float32, mf.float64, mf.float16):  # a tie of zeros gives input's zero, as PyTorch's
+        z, nz = mf.tensor([0.0, -0.0], dtype=dtype), mf.tensor([-0.0, 0.0], dtype=dtype)
+        for op in (mf.fmax, mf.fmin):
+            assert np.signbit(op(z, nz).numpy()).tolist() == [False, True]
 
 
 def test_logaddexp_extremes():

@@ -257,21 +257,26 @@ class Copysign(_Binary):
 
 class Fmax(_Binary):
     @classmethod
+    def takes_input(cls, xp, a, b):
+        """Where input is the result, as PyTorch's: ties too (0.0 and -0.0 give input's zero), and where other is
+        NaN (NaN only where both are)."""
+        return ((a >= b) if cls is Fmax else (a <= b)) | xp.isnan(b)
+
+    @classmethod
     def f(cls, xp, a, b):
-        return xp.fmax(a, b) if cls is Fmax else xp.fmin(a, b)
+        return backend.where(cls.takes_input(xp, a, b), a, b)
 
     @classmethod
     def grad(cls, xp, g, a, b, y):
-        # PyTorch's: the whole gradient to input where it is the result (ties too, and where other is NaN), else
-        # to other (no split, unlike maximum's)
-        to_a = ((a >= b) if cls is Fmax else (a <= b)) | xp.isnan(b)
+        # PyTorch's: the whole gradient to input where it is the result, else to other (no split, unlike maximum's)
+        to_a = cls.takes_input(xp, a, b)
         zero = g.dtype.type(0)
         return backend.where(to_a, g, zero), backend.where(to_a, zero, g)
 
     @classmethod
     def graph_grad(cls, g, a, b, arrays):
         a, b, _ = arrays
-        to_a = _const(((a >= b) if cls is Fmax else (a <= b)) | _xp(b).isnan(b))
+        to_a = _const(cls.takes_input(_xp(b), a, b))
         return where(to_a, g, 0), where(to_a, 0, g)
 
 
