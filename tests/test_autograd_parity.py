@@ -315,6 +315,20 @@ def test_detect_anomaly_raises_on_nan_gradients_unless_check_nan_is_off():
 
 
 # ---------------------------------------------------------------- 5. autograd.grad's signature
+def test_backward_takes_any_iterable_of_tensors_and_of_inputs():
+    # PyTorch's autograd.backward: tensors and inputs are a tensor or any iterable of tensors (a generator too)
+    x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    autograd.backward(y for y in [(x * w).sum(), (x * x).sum()])
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 8.0], rtol=1e-12)
+    (x * w).sum().backward(inputs=(t for t in [w]))
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0], rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 8.0], rtol=1e-12)
+    with pytest.raises(TypeError, match="expected tensors to differentiate, got float"):
+        autograd.backward(3.0)
+    with pytest.raises(TypeError, match="inputs must be tensors, got float"):
+        (x * w).sum().backward(inputs=3.0)
+
+
 def test_grad_takes_pytorchs_arguments():
     x, u = leaf([1.0, 2.0]), leaf([3.0])
     y = (x * x).sum()

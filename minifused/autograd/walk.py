@@ -37,7 +37,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if grad_tensors is not None:
             raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
                                "`backward()`. Please only use `grad_tensors`.")
-    single = not isinstance(tensors, (list, tuple))
+    single = isinstance(tensors, _Tensor) or not hasattr(tensors, "__iter__")  # (else any iterable, as PyTorch's)
     roots = [tensors] if single else list(tensors)
     grads = grad_tensors if grad_tensors is not None else grad_variables
     if single:  # one tensor, one gradient (an array-like one too)
@@ -585,7 +585,7 @@ def _backward_inputs(inputs):
     retains its grad from now on, as in PyTorch."""
     if inputs is None:
         return None
-    wanted = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    wanted = [inputs] if isinstance(inputs, _Tensor) or not hasattr(inputs, "__iter__") else list(inputs)
     if not wanted:
         raise RuntimeError("backward: inputs, when given, must not be empty")
     for t in wanted:
