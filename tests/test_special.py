@@ -52,6 +52,18 @@ def test_sinc_logit_and_copysign_gradients():
     assert np.signbit(got[0][0]) and not np.signbit(got[0][1])
 
 
+def test_logit_eps_bounds_as_pytorchs():
+    # the bounds in the input's dtype: 1 - 1e-6 is 1 in float16, so x >= 1 gives inf; 1e-6 itself is a float16
+    x = [0.0, 0.3, 1.0, 2.0, nan]
+    got = mf.logit(mf.tensor(x, dtype=mf.float16), 1e-6).float().numpy()
+    lo = float(np.float16(1e-6))
+    np.testing.assert_allclose(got[:2], [math.log(lo / (1 - lo)), math.log(0.3 / 0.7)], rtol=2e-3)
+    np.testing.assert_array_equal(got[2:], [inf, inf, nan])
+    # eps past 0.5: below eps to eps, else above 1 - eps to 1 - eps (not a clamp's min(max(x, lo), hi))
+    got = mf.logit(f64(x, requires_grad=False), 0.6).numpy()
+    np.testing.assert_allclose(got, [math.log(1.5), math.log(1.5), -math.log(1.5), -math.log(1.5), nan], rtol=1e-15)
+
+
 def test_fmax_fmin_ties_and_nan():
     a, b = [1.0, 2.0, nan, 3.0, nan, 5.0], [1.0, 3.0, 1.0, nan, nan, 4.0]
     # PyTorch's: the whole gradient to the side the result came from (a tie: input's; a NaN side: the other's)

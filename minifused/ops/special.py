@@ -76,42 +76,44 @@ Rad2deg = _unary("Rad2deg", _f32(lambda xp, x: x * (180 / math.pi)), lambda xp, 
 
 
 class Logit(_Unary):
-    """log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given. Gradient as PyTorch's: 0 outside
-    [eps, 1 - eps] with eps; NaN outside [0, 1] without."""
+    """log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given, as PyTorch's: the bounds in x's dtype
+    (1 - 1e-6 is 1 in float16: the log's inf there), x below eps to eps, else above 1 - eps to 1 - eps (for an eps
+    past 0.5 too), NaN kept. Gradient as PyTorch's: 0 outside [eps, 1 - eps] with eps; NaN outside [0, 1] without."""
 
     saves = ("x",)
 
     @staticmethod
     @_f32
-    def f(xp, x, eps=None):
-        z = x if eps is None else xp.clip(x, eps, 1 - eps)
+    def f(xp, x, bounds=None):
+        z = x if bounds is None else backend.where(x < bounds[0], bounds[0], backend.where(x > bounds[1], bounds[1], x))
         with np.errstate(divide="ignore", invalid="ignore"):
             return xp.log(z / (1 - z))
 
     @classmethod
     def forward(cls, ctx, x, eps=None, out=None):
-        ctx.eps = eps
-        return super().forward(ctx, x, eps, out=out)
+        lo = None if eps is None else x.dtype.type(eps)
+        ctx.bounds = None if eps is None else (float(lo), float(x.dtype.type(1 - lo)))
+        return super().forward(ctx, x, ctx.bounds, out=out)
 
     @classmethod
     def backward(cls, ctx, g):
         (x,) = ctx.saved_tensors
-        eps = ctx.eps
+        lo, hi = ctx.bounds or (0.0, 1.0)
+        nan_outside = ctx.bounds is None
 
         def grad(xp, g, x):
-            lo, hi = (0.0, 1.0) if eps is None else (eps, 1 - eps)
             with np.errstate(divide="ignore", invalid="ignore"):
-                return backend.where((x < lo) | (x > hi), math.nan if eps is None else 0.0, g / (x * (1 - x)))
+                return backend.where((x < lo) | (x > hi), math.nan if nan_outside else 0.0, g / (x * (1 - x)))
         return (_f32(grad)(_xp(g), g, x).astype(g.dtype, copy=False), None)
 
     @classmethod
     def backward_graph(cls, ctx, g):
         (x,) = ctx.saved_tensors
-        lo, hi = (0.0, 1.0) if ctx.eps is None else (ctx.eps, 1 - ctx.eps)
+        lo, hi = ctx.bounds or (0.0, 1.0)
         outside = (x < lo) | (x > hi)
         # (the formula at 0.5 where the result is cut: no division by 0 in the branch not selected, nor in its gradient)
         z = where(_const(outside), 0.5, _wide_graph(ctx.graph_input(0, x)))
-        return where(_const(outside), math.nan if ctx.eps is None else 0.0, _wide_graph(g) / (z * (1 - z))), None
+        return where(_const(outside), math.nan if ctx.bounds is None else 0.0, _wide_graph(g) / (z * (1 - z))), None
 
 
 erfc = _float_op(Erfc, "erfc")
