@@ -952,9 +952,8 @@ OPS = [
            aliases={"mf.unsqueeze": lambda a, d: mf.unsqueeze(a, d)}, torch=SAME, samples=(
                S("unsqueeze", (3,), fn=lambda a: a.unsqueeze(1) * a.unsqueeze(0), ref=lambda a: a[:, None] * a[None]),
                S("unsqueeze_0d", (), d=0)),
-           errors=(E("unsqueeze_tuple", lambda: t(3).unsqueeze((0,)), TypeError,
-                     r"unsqueeze\(\): argument 'dim' must be an int"),
-                   E("unsqueeze_none", lambda: mf.unsqueeze(t(3), None), TypeError, "must be an int, got None"))),
+           errors=(E("unsqueeze_tuple", lambda: t(3).unsqueeze((0,)), TypeError, "unsqueeze: dim must be an int, got tuple"),
+                   E("unsqueeze_none", lambda: mf.unsqueeze(t(3), None), TypeError, "must be an int, got NoneType"))),
     OpInfo("squeeze", lambda a, dim=None: a.squeeze() if dim is None else a.squeeze(dim),
            lambda a, dim=None: np.squeeze(a, dim), spelled="Tensor.squeeze", torch=SAME,
            aliases={"mf.squeeze": mf.squeeze}, samples=(
@@ -985,11 +984,13 @@ OPS = [
                  ref=lambda a, b: np.concatenate([a, b, a], 1)),
                S("cat_odd", (33,), (1,))),
            errors=(E("cat_shapes", lambda: mf.cat([t(2, 3), t(2, 4)], 0), ValueError, "differ outside dimension 0"),
-                   E("cat_empty", lambda: mf.cat([]), ValueError, "non-empty"))),
+                   E("cat_empty", lambda: mf.cat([]), ValueError, "non-empty"),
+                   E("cat_dim_tuple", lambda: mf.cat([t(2)], ()), TypeError, "cat: dim must be an int, got tuple"))),
     OpInfo("stack", lambda *ts, dim=0: mf.stack(list(ts), dim=dim), lambda *a, dim=0: np.stack(a, axis=dim),
            spelled="mf.stack", torch=lambda T, *ts, dim=0: T.stack(list(ts), dim=dim), samples=(
                S("stack", (2, 3), (2, 3), dim=1), S("stack_0d", (), ())),
-           errors=(E("stack_shapes", lambda: mf.stack([t(2), t(3)]), ValueError, "same shape"),)),
+           errors=(E("stack_shapes", lambda: mf.stack([t(2), t(3)]), ValueError, "same shape"),
+                   E("stack_dim_none", lambda: mf.stack([t(2)], None), TypeError, "stack: dim must be an int"))),
     OpInfo("cast", lambda a, dtype: mf.cast(a, dtype), lambda a, dtype: a.astype(dtype), spelled="mf.cast",
            aliases={"Tensor.to": lambda a, dtype: a.to(dtype)}, samples=(
                S("cast_roundtrip", (3,), fn=lambda a: a.float().double() * 2,
@@ -1702,7 +1703,9 @@ INDEX_OPS = [
                    E("gather_index_larger", lambda: mf.gather(t(2, 3), 1, mf.tensor([[0], [1], [0]])),
                      RuntimeError, r"gather: index of shape \(3, 1\) must be no larger than the input"),
                    E("gather_dim_range", lambda: mf.gather(t(2, 3), 2, mf.tensor([[0]])), IndexError,
-                     "gather: dimension 2 out of range"),
+                     "gather: dim 2 is out of range"),
+                   E("gather_dim_none", lambda: mf.gather(t(2, 3), None, mf.tensor([[0]])), TypeError,
+                     "gather: dim must be an int, got NoneType"),
                    E("gather_index_not_tensor", lambda: mf.gather(t(2, 3), 1, [[0]]), TypeError,
                      "gather: expected index to be a Tensor"))),
     OpInfo("scatter", lambda a, s, dim, index, reduce=None: mf.scatter(a, dim, _ix(a, index), s, reduce=reduce),

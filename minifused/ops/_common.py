@@ -516,6 +516,16 @@ def check_bools(op, **flags):
             raise InputTypeError(f"{op}(): argument '{name}' must be bool, not {type(v).__name__}")
 
 
+def dim_index(op, dim, ndim):
+    """One ``dim`` as a non-negative int, in PyTorch's range [-ndim, ndim - 1] (0 and -1 for a 0-d tensor)."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise InputTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dim {dim} is out of range for a {ndim}-d tensor")
+    return int(dim) % n
+
+
 def normalize_axis(op, axis, ndim):
     """``axis`` (int, tuple or None) as a tuple of non-negative ints, checked against ``ndim``."""
     if axis is None:

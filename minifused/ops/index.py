@@ -14,7 +14,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_promote, broadcast_shape, cast, normalize_axis, unbroadcast, unbroadcast_graph
+from ._common import autocast_promote, broadcast_shape, cast, dim_index, unbroadcast, unbroadcast_graph
 from .indexing import EmbedItem, GatherItem, accumulate, add_at, fill_number, setitem
 from .creation import arange
 from .elementwise import where
@@ -64,7 +64,7 @@ def _dim_index(op, x, dim, index, name="index"):
     _same_device(op, x, index, name)
     if index.dtype not in (np.int64, np.int32):
         raise RuntimeError(f"{op}: expected dtype int64 or int32 for {name}, got {index.dtype}")
-    (axis,) = normalize_axis(op, dim, x.ndim)
+    axis = dim_index(op, dim, x.ndim)
     if max(index.ndim, 1) != max(x.ndim, 1):  # a 0-d tensor counts as 1-d, as in PyTorch
         raise RuntimeError(f"{op}: {name} must have the same number of dimensions as the input "
                            f"({x.ndim}), got {index.ndim}")
@@ -94,7 +94,7 @@ def _vector_index(op, x, dim, index, negative=False):
     if index.ndim > 1:
         # (PyTorch's index_select / index_add raise an IndexError, index_fill a RuntimeError: this error is both)
         raise backend.IndexInputError(f"{op}: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
-    (axis,) = normalize_axis(op, dim, x.ndim)
+    axis = dim_index(op, dim, x.ndim)
     n = x.shape[axis] if x.ndim else 1
     # (PyTorch's index_add raises a RuntimeError, the others an IndexError: this error is both)
     return axis, _in_bounds(op, index._data.reshape(-1), n, axis, backend.IndexInputError, negative)
@@ -408,7 +408,7 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
     if indices.ndim != input.ndim:
         raise RuntimeError(f"take_along_dim: input and indices must have the same number of dimensions, got "
                            f"{input.ndim} and {indices.ndim}")
-    (axis,) = normalize_axis("take_along_dim", dim, input.ndim)
+    axis = dim_index("take_along_dim", dim, input.ndim)
     shape = list(broadcast_shape("take_along_dim", [1 if i == axis else n for i, n in enumerate(input.shape)],
                                  [1 if i == axis else n for i, n in enumerate(indices.shape)]))
     if input.ndim == 0:
@@ -562,7 +562,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
         raise IndexError(f"{op}: expected a tensor of at least 1 dimension for dim={dim}, got a 0-d tensor (leave "
                          f"dim out to repeat its element)")
     x = reshape(input, -1) if dim is None else input
-    axis = 0 if dim is None else normalize_axis(op, dim, x.ndim)[0]
+    axis = 0 if dim is None else dim_index(op, dim, x.ndim)
     n = x.shape[axis] if x.ndim else 1
     if isinstance(repeats, Tensor):
         if repeats.dtype not in (backend.int64, backend.int32) or repeats.ndim > 1:

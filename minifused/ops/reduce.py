@@ -17,7 +17,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import (autocast_float32, autocast_float32_on_cuda, cast, check_bools, dense, dense_results,
-                      leading_sum, normalize_axis, trailing_broadcast, trailing_sum)
+                      dim_index, leading_sum, normalize_axis, trailing_broadcast, trailing_sum)
 from .elementwise import where, zero_linked
 from .shape import Reshape, cat
 from ..backend import InputError, InputTypeError
@@ -48,16 +48,6 @@ def _axes(op, dim, x, keepdim):
     if x.ndim == 0:
         return Reshape.apply(x, (1,)), (0,), False
     return x, axes or None, keepdim
-
-
-def dim_index(op, dim, ndim):
-    """One ``dim`` as a non-negative int, in PyTorch's range [-ndim, ndim - 1] (0 and -1 for a 0-d tensor)."""
-    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
-        raise InputTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
-    n = builtins.max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(f"{op}: dim {dim} is out of range for a {ndim}-d tensor")
-    return int(dim) % n
 
 
 _HALF = (backend.float16, backend.bfloat16)

@@ -11,7 +11,7 @@ from ..autograd import Function
 from ..kernels import (channels_last_3d_strided, channels_last_strided, is_channels_last, join,
                        to_channels_last_3d, to_layout)
 from ..tensor import Tensor
-from ._common import broadcast_shape, cast, host_int, normalize_axis, promote, unbroadcast, unbroadcast_graph
+from ._common import broadcast_shape, cast, dim_index, host_int, normalize_axis, promote, unbroadcast, unbroadcast_graph
 from .linalg_common import dtype_name
 from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
 from ..backend import InputError, InputTypeError
@@ -304,10 +304,7 @@ def T(x):
 
 
 def unsqueeze(input, dim):
-    dim = host_int(dim)
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):  # (one dim: no tuple, unlike squeeze)
-        raise InputTypeError(f"unsqueeze(): argument 'dim' must be an int, got {dim!r}")
-    (d,) = normalize_axis("unsqueeze", dim, input.ndim + 1)
+    d = dim_index("unsqueeze", host_int(dim), input.ndim + 1)  # (one dim: no tuple, unlike squeeze)
     return Reshape.apply(input, input.shape[:d] + (1,) + input.shape[d:])
 
 
@@ -446,7 +443,7 @@ def cat(tensors, dim=0, *, axis=None):
         if t.ndim == 0:
             raise RuntimeError(f"cat: zero-dimensional tensor (at position {i}) cannot be concatenated; use stack, "
                                f"or reshape it to (1,)")
-    (axis,) = normalize_axis("cat", dim, tensors[0].ndim)
+    axis = dim_index("cat", dim, tensors[0].ndim)
     ref = tensors[0].shape
     for t in tensors:
         if t.ndim != len(ref) or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref)) if i != axis):
@@ -462,5 +459,5 @@ def stack(tensors, dim=0, *, axis=None):
     for t in tensors:
         if t.shape != ref:
             raise InputError(f"stack: all tensors must have the same shape, got {tuple(ref)} and {tuple(t.shape)}")
-    (axis,) = normalize_axis("stack", dim, len(ref) + 1)
+    axis = dim_index("stack", dim, len(ref) + 1)
     return Stack.apply(*tensors, axis=axis)
