@@ -952,7 +952,8 @@ OPS = [
            aliases={"mf.unsqueeze": lambda a, d: mf.unsqueeze(a, d)}, torch=SAME, samples=(
                S("unsqueeze", (3,), fn=lambda a: a.unsqueeze(1) * a.unsqueeze(0), ref=lambda a: a[:, None] * a[None]),
                S("unsqueeze_0d", (), d=0)),
-           errors=(E("unsqueeze_tuple", lambda: t(3).unsqueeze((0,)), TypeError, "unsqueeze: dim must be an int, got tuple"),
+           errors=(E("unsqueeze_tuple", lambda: t(3).unsqueeze((0,)), TypeError,
+                     "unsqueeze: dim must be an int, got tuple"),
                    E("unsqueeze_none", lambda: mf.unsqueeze(t(3), None), TypeError, "must be an int, got NoneType"))),
     OpInfo("squeeze", lambda a, dim=None: a.squeeze() if dim is None else a.squeeze(dim),
            lambda a, dim=None: np.squeeze(a, dim), spelled="Tensor.squeeze", torch=SAME,
