@@ -461,7 +461,9 @@ def unfold(x, dimension, size, step):
     axis = _dim("unfold", dimension, x.ndim)
     n = x.shape[axis] if x.ndim else 1
     for name, v in (("size", size), ("step", step)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < (0 if name == "size" else 1):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise InputTypeError(f"unfold: {name} must be an int, got {v!r}")
+        if v < (0 if name == "size" else 1):
             raise RuntimeError(f"unfold: {name} must be {'>= 0' if name == 'size' else 'positive'}, got {v!r}")
     if size > n:
         raise RuntimeError(f"unfold: maximum size for tensor at dimension {axis} is {n} but size is {size}")

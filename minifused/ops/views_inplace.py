@@ -79,7 +79,9 @@ def _geometry(op, size, stride, storage_offset, own, storage_len, itemsize):
     if any(s < 0 for s in stride):
         raise RuntimeError(f"{op}: Negative strides are not supported at the moment, got strides: {list(stride)}")
     if storage_offset is not None and (isinstance(storage_offset, bool)
-                                       or not isinstance(storage_offset, numbers.Integral) or storage_offset < 0):
+                                       or not isinstance(storage_offset, numbers.Integral)):
+        raise InputTypeError(f"{op}: storage_offset must be an int, got {storage_offset!r}")
+    if storage_offset is not None and storage_offset < 0:
         raise RuntimeError(f"{op}: Tensor: invalid storage offset {storage_offset!r}")
     offset = own if storage_offset is None else int(storage_offset)
     need = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) if math.prod(size) else 0
