@@ -154,6 +154,12 @@ def test_bool_operands_of_division_ops_raise():
     for fn in (mf.floor_divide, mf.remainder, mf.fmod):
         with pytest.raises(RuntimeError, match=f"{fn.__name__}: not implemented for bool"):
             fn(m, m)
+    for mode in ("trunc", "floor"):  # PyTorch's NotImplementedError (no bool kernel); a number divisor too
+        with pytest.raises(NotImplementedError, match="not implemented for bool"):
+            mf.div(m, True, rounding_mode=mode)
+        with pytest.raises(NotImplementedError, match="not implemented for bool"):
+            mf.div(m, m, rounding_mode=mode)
+    assert mf.div(m, 1, rounding_mode="trunc").tolist() == [1, 0]  # (an int number: int64, as PyTorch's)
 
 
 @pytest.mark.parametrize("name", ["sin", "cos", "tan", "atan", "sinh", "cosh", "log2", "log10", "log1p", "expm1",
@@ -183,8 +189,16 @@ def test_rounding_keeps_integers_and_sign_keeps_bool():
     assert mf.sign(m).dtype == BOOL and mf.sign(m).tolist() == [True, False]
     assert mf.square(m).dtype == I64 and mf.square(i).tolist() == [9, 0, 25]
     assert mf.square(arr([3], np.int32)).dtype == I32
-    with pytest.raises(RuntimeError, match="frac: only floating-point"):
+    with pytest.raises(NotImplementedError, match="frac: only floating-point"):
         mf.frac(i)
+    with pytest.raises(NotImplementedError, match="decimals is only supported for floating-point"):
+        mf.round(i, decimals=1)
+    for name in ("floor", "ceil", "trunc", "round"):  # no bool kernel in PyTorch: its NotImplementedError
+        with pytest.raises(NotImplementedError, match=f"{name}: not implemented for bool"):
+            getattr(mf, name)(m)
+        with pytest.raises(NotImplementedError, match=f"{name}_: not implemented for bool"):
+            getattr(m.clone(), name + "_")()
+    assert m.clone().sign_().tolist() == [True, False]
 
 
 def test_round_half_to_even_and_decimals():

@@ -20,7 +20,7 @@ from .matmul import outer
 from .inplace_arith import AddInto, DivInto, MulInto, _inplace_operand, div_
 from .logic import _values, written_into
 from .pointwise import _check, floor_divide, trunc_divide
-from ..backend import InputTypeError
+from ..backend import DtypeNotImplementedError, InputTypeError
 
 
 def _xp(x):
@@ -67,8 +67,13 @@ def divide(input, other, *, rounding_mode=None):  # noqa: A002 - PyTorch's names
     a, b = binary_operands("divide", input, other)
     if backend.is_floating((a if isinstance(a, Tensor) else b).dtype):
         return trunc_divide(a, b) if rounding_mode == "trunc" else floor_divide(a, b)
+    if rounding_mode == "floor":
+        return floor_divide(a, b)  # (bool refused there)
+    if (a if isinstance(a, Tensor) else b).dtype == backend.bool_:  # (PyTorch's NotImplementedError: no bool kernel)
+        raise DtypeNotImplementedError("divide: rounding_mode='trunc' is not implemented for bool tensors (cast them "
+                                       "with .long() or .float())")
     check_integer_divisor("divide", a, b)
-    return floor_divide(a, b) if rounding_mode == "floor" else _values(_int_trunc_div, a, b)
+    return _values(_int_trunc_div, a, b)
 
 
 # ---------------------------------------------------------------- comparisons and arithmetic in place

@@ -216,10 +216,18 @@ def _float_op(fn, name, cuda_float32=False):
     return op
 
 
+def _no_bool(name, x):
+    """PyTorch's rounding ops have no bool kernel (its NotImplementedError)."""
+    if x.dtype == backend.bool_:
+        raise DtypeNotImplementedError(f"{name}: not implemented for bool tensors (cast them with .long() or "
+                                       f".float())")
+
+
 def _exact_op(fn, name):
-    """Integers stay integers (nothing to round); bool too, except where PyTorch says otherwise."""
+    """Integers stay integers (nothing to round); bool is refused, as PyTorch's."""
     def op(input, *params):
         _check(name, input)
+        _no_bool(name, input)
         if not backend.is_floating(input.dtype):
             return clone(input)
         return fn.apply(input, *params)
@@ -254,8 +262,10 @@ def _round_args(name, x, decimals):
     decimals = host_int(decimals)
     if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
         raise InputTypeError(f"{name}(): decimals must be an int, got {type(decimals).__name__}")
+    _no_bool(name, x)
     if decimals and not backend.is_floating(x.dtype):
-        raise RuntimeError(f"{name}: decimals is only supported for floating-point tensors, got {x.dtype}")
+        raise DtypeNotImplementedError(f"{name}: decimals is only supported for floating-point tensors, got "
+                                       f"{x.dtype}")
     return int(decimals)
 
 
@@ -282,7 +292,7 @@ _TENSOR_MATH = types.SimpleNamespace(sin=sin, cos=cos, sinh=sinh, cosh=cosh, sqr
 def frac(input):
     _check("frac", input)
     if not backend.is_floating(input.dtype):
-        raise RuntimeError(f"frac: only floating-point tensors are supported, got {input.dtype}")
+        raise DtypeNotImplementedError(f"frac: only floating-point tensors are supported, got {input.dtype}")
     return Frac.apply(input)
 
 
@@ -307,6 +317,8 @@ def _inplace(fn, name, exact=False):
             if not exact:
                 raise RuntimeError(f"{name}: result type float32 can't be cast to the desired output type "
                                    f"{x.dtype} (the in-place form keeps the tensor's dtype)")
+            if fn is not Sign:
+                _no_bool(name, x)
             if fn is not Sign or x.dtype == backend.bool_:
                 x._check_inplace(name)
                 return x._bump(name)
