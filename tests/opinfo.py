@@ -2948,7 +2948,8 @@ REDUCE_OPS = [
            torch=lambda T, a, chunks, dim=0: _joined(a.chunk(chunks, dim), dim, T.cat), samples=(
                S("chunk", (7, 3), chunks=3), S("chunk_fewer_pieces", (2, 6), chunks=4, dim=1),
                S("chunk_odd", (33,), chunks=33)),
-           errors=(E("chunk_zero", lambda: t(4).chunk(0), RuntimeError, "chunk: chunks must be greater than 0, got 0"),)),
+           errors=(E("chunk_zero", lambda: t(4).chunk(0), RuntimeError, "chunk: chunks must be greater than 0, got 0"),
+                   E("chunk_tuple", lambda: t(4).chunk(()), TypeError, r"chunk: chunks must be an int, got \(\)"))),
     OpInfo("unbind", lambda a, dim=0: _joined(a.unbind(dim), dim, mf.stack),
            lambda a, dim=0: _joined([np.take(a, i, dim) for i in range(a.shape[dim])], dim, np.stack),
            spelled="Tensor.unbind", aliases={"mf.unbind": lambda a, dim=0: _joined(mf.unbind(a, dim), dim, mf.stack)},
@@ -2979,7 +2980,8 @@ REDUCE_OPS = [
     OpInfo("tril", lambda a, **kw: a.tril(**kw), lambda a, diagonal=0: np.tril(a, diagonal), spelled="Tensor.tril",
            aliases={"mf.tril": mf.tril}, torch=SAME, samples=(
                S("tril", (4, 4)), S("tril_wide_batched", (2, 3, 5), diagonal=1), S("tril_tall", (5, 2), diagonal=-2)),
-           errors=(E("tril_1d", lambda: t(3).tril(), RuntimeError, "tril: expected a tensor of at least 2 dimensions"),)),
+           errors=(E("tril_1d", lambda: t(3).tril(), RuntimeError, "tril: expected a tensor of at least 2 dimensions"),
+                   E("tril_tuple", lambda: t(2, 2).tril((1,)), TypeError, r"tril: diagonal must be an int"))),
     OpInfo("triu", lambda a, **kw: a.triu(**kw), lambda a, diagonal=0: np.triu(a, diagonal), spelled="Tensor.triu",
            aliases={"mf.triu": mf.triu}, torch=SAME, samples=(
                S("triu", (4, 4)), S("triu_batched", (2, 5, 3), diagonal=-1), S("triu_above", (3, 4), diagonal=2))),

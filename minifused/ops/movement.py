@@ -30,6 +30,14 @@ def _ints(op, what, values):
     return tuple(int(v) for v in values)
 
 
+def _int(op, what, value):
+    """``value`` (an int or a 0-d integer tensor, not a sequence) as an int."""
+    value = host_int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(f"{op}: {what} must be an int, got {value!r}")
+    return int(value)
+
+
 def _dims(op, dims, ndim):
     axes = tuple(_dim(op, d, ndim) for d in _ints(op, "dims", dims))
     if len(set(axes)) != len(axes):
@@ -84,7 +92,7 @@ def split(tensor, split_size_or_sections, dim=0):
             raise RuntimeError(f"split: split sizes must be non-negative and sum to the size {n} of dim {dim}, "
                                f"got {list(sizes)}")
         return _pieces(tensor, axis, sizes)
-    (size,) = _ints("split", "split_size", split_size_or_sections)
+    size = _int("split", "split_size", split_size_or_sections)
     if size < 0 or (size == 0 and n):
         raise RuntimeError(f"split: split_size must be positive, got {size}")
     if n == 0:
@@ -95,7 +103,7 @@ def split(tensor, split_size_or_sections, dim=0):
 def chunk(input, chunks, dim=0):
     """At most ``chunks`` pieces of ``ceil(size / chunks)`` along ``dim``, as ``torch.chunk``."""
     _at_least_1d("chunk", input)
-    (chunks,) = _ints("chunk", "chunks", chunks)
+    chunks = _int("chunk", "chunks", chunks)
     if chunks <= 0:
         raise RuntimeError(f"chunk: chunks must be greater than 0, got {chunks}")
     axis = _dim("chunk", dim, input.ndim)
@@ -226,7 +234,7 @@ class Masked(Function):
 def _triangle(op, x, diagonal):
     if x.ndim < 2:
         raise RuntimeError(f"{op}: expected a tensor of at least 2 dimensions, got a {x.ndim}-d tensor")
-    (k,) = _ints(op, "diagonal", diagonal)
+    k = _int(op, "diagonal", diagonal)
     rows, cols = x.shape[-2:]
     lower = x._xp.tri(rows, cols, k if op.startswith("tril") else k - 1, dtype=bool)
     keep = lower if op.startswith("tril") else ~lower
@@ -364,7 +372,7 @@ def diag(input, diagonal=0):
     """1-D input: the square matrix with it on the ``diagonal``-th diagonal; 2-D: that diagonal."""
     if input.ndim not in (1, 2):
         raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got a {input.ndim}-d tensor")
-    (k,) = _ints("diag", "diagonal", diagonal)
+    k = _int("diag", "diagonal", diagonal)
     return Diag.apply(input, k)
 
 
