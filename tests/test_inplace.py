@@ -959,3 +959,45 @@ def test_unfold_is_a_view_of_its_tensor(device):
     np.testing.assert_array_equal(host(w.grad), want)
     z = mf.tensor(5.0, device=device)
     assert z.unfold(0, 1, 1).shape == (1,) and z.unfold(0, 0, 1).shape == (0,)
+
+
+# ---------------------------------------------------------------- operands overlapping the written-to tensor
+PARTIAL_OVERLAPS = {  # an in-place op whose tensor operand is a shifted view of the tensor it writes
+    "add_": lambda x: x[1:].add_(x[:-1]),
+    "+=": lambda x: x[1:].__iadd__(x[:-1]),
+    "sub_": lambda x: x[1:].sub_(x[:-1], alpha=2),
+    "mul_": lambda x: x[1:].mul_(x[:-1]),
+    "div_": lambda x: x[:-1].div_(x[1:]),
+    "copy_": lambda x: x[1:].copy_(x[:-1]),
+    "clamp_": lambda x: x[1:].clamp_(min=x[:-1]),
+    "lerp_": lambda x: x[1:].lerp_(x[:-1], 0.5),
+    "addcmul_": lambda x: x[1:].addcmul_(x[:-1], x[:-1]),
+    "a transpose of the same memory": lambda x: x.view(3, 2).copy_(x.view(2, 3).t()),
+}
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("case", list(PARTIAL_OVERLAPS))
+def test_in_place_operand_overlapping_the_target_in_part_is_refused(device, case, grad):
+    """PyTorch refuses an in-place op whose operand overlaps the written-to tensor in part (the result would depend
+    on the order of the writes; on the GPU it would race): the same error, nothing written, in grad mode or not."""
+    base = mf.arange(1.0, 7.0, device=device, requires_grad=grad)
+    x = base * 1.0 if grad else base
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        PARTIAL_OVERLAPS[case](x)
+    np.testing.assert_array_equal(host(x.detach()), np.arange(1.0, 7.0))
+
+
+@pytest.mark.parametrize("case,want", [
+    (lambda x: x.add_(x), [0, 2, 4, 6, 8, 10]),  # the very same memory
+    (lambda x: x[1:].add_(x[1:]), [0, 2, 4, 6, 8, 10]),  # two views of one region
+    (lambda x: x[::2].add_(x[1::2]), [1, 1, 5, 3, 9, 5]),  # disjoint, not dense
+    (lambda x: x[:4:2].add_(x[1:3]), [1, 1, 4, 3, 4, 5]),  # overlapping, not dense: PyTorch does not judge it
+    (lambda x: x.view(2, 3)[0].add_(x.view(2, 3)[1]), [3, 5, 7, 3, 4, 5]),  # disjoint rows
+    (lambda x: x[6:].add_(x[:0]), [0, 1, 2, 3, 4, 5]),  # empty
+])
+def test_in_place_operand_sharing_memory_without_partial_overlap_runs(device, case, want):
+    """The in-place ops PyTorch runs whose operand shares the target's memory: its values (PyTorch 2.13's)."""
+    x = mf.arange(6.0, device=device)
+    case(x)
+    np.testing.assert_array_equal(host(x), np.array(want, np.float32))

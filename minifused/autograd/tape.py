@@ -225,6 +225,9 @@ class Function:
     #: ``apply_`` may write into an expanded view (several elements at one memory location): an indexed write,
     #: which PyTorch allows there (see :func:`refuse_internal_overlap`)
     writes_overlap = False
+    #: ``apply_`` takes tensor operands that overlap ``x`` in part (else refused, as PyTorch's in-place ops refuse them:
+    #: see :func:`refuse_partial_overlap`)
+    operands_overlap = False
     #: whether the walk hands ``backward`` zeros for an output that got no gradient (False: None, as PyTorch's
     #: module backward hooks see an unused output's)
     materialize_grads = True
@@ -301,6 +304,10 @@ class Function:
         refuse_no_grad_view(op, x)
         if not cls.writes_overlap:
             refuse_internal_overlap(op, x._data)
+        if not cls.operands_overlap:
+            for a in args:
+                if isinstance(a, _Tensor):
+                    refuse_partial_overlap(op, x, a)
         arrays, needs, any_needs = _unwrap((x, *args), op)
         if any_needs and _mode.enabled:
             # an operand that is x or a view of it (``y *= y``, ``y.mul_(y.detach())``) is overwritten by the op
@@ -339,6 +346,8 @@ class _ViewWrite(Function):
     """An in-place op on a view, recorded on the viewed tensor (the base) too: the view's elements of the base
     already hold the view's new value. The gradient: the base's earlier value gets it outside those elements, the
     view's new value inside them. ``window`` places the view in the base (see :func:`_window`)."""
+
+    operands_overlap = True  # (the view is the base's own memory, already written)
 
     @staticmethod
     def forward(ctx, base, view, out, window):
@@ -717,6 +726,35 @@ def refuse_internal_overlap(op, a):
     if 0 in strides and a.size > 1 and any(s == 0 and n > 1 for n, s in zip(a.shape, strides)):
         raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers to "
                            f"a single memory location. Please clone() the tensor before performing the operation.")
+
+
+def refuse_partial_overlap(op, x, other):
+    """PyTorch refuses an in-place op on ``x`` whose tensor operand ``other`` (a view of the same memory) overlaps x in
+    part (``x[1:].add_(x[:-1])``): the result would depend on the order of the writes. The very same memory
+    (``x += x``) is fine, and so is any pair that PyTorch does not judge: an empty one, or one of them not dense (a
+    strided slice). Raise, naming ``op``."""
+    if other._vc is not x._vc:  # (views of one tensor share its counter: anything else is other memory)
+        return
+    a, b = x._data, other._data
+    if a.size == 0 or b.size == 0 or not (_dense(a) and _dense(b)):
+        return
+    (a0, _, a_strides), (b0, _, b_strides) = _region(a), _region(b)
+    a1, b1 = a0 + a.nbytes, b0 + b.nbytes
+    if (a0, a1) == (b0, b1) and a_strides == b_strides or a1 <= b0 or b1 <= a0:
+        return
+    raise RuntimeError(f"{op}: unsupported operation: some elements of the input tensor and the written-to tensor "
+                       f"refer to a single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _dense(a):
+    """Whether array ``a``'s elements fill its span without gaps or repeats, in some order of its dims (PyTorch's
+    ``is_non_overlapping_and_dense``), with positive strides."""
+    expected = a.itemsize
+    for stride, size in sorted((s, n) for n, s in zip(a.shape, a.strides) if n > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def refuse_no_grad_view(op, x):

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function, is_grad_enabled
+from ..autograd.tape import refuse_partial_overlap
 from ..kernels import elementwise as K
 from ..tensor import Tensor
 from ._common import (bfloat16_rounded, broadcast_shape, can_cast, cast, check_alpha, scalar_result_dtype, shape_of,
@@ -238,6 +239,8 @@ def copy_(x, other, non_blocking=False):
     into x (returned); recorded for autograd, as PyTorch's, where other or x requires grad in grad mode and x is
     floating (an integer or bool copy carries no gradient)."""
     _check_target("copy_", x)
+    if isinstance(other, Tensor):
+        refuse_partial_overlap("copy_", x, other)
     if isinstance(other, Tensor) and (other.requires_grad or x.requires_grad) and is_grad_enabled() and \
             backend.is_floating(x.dtype):
         try:

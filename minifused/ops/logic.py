@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function, is_grad_enabled, no_grad
+from ..autograd.tape import refuse_partial_overlap
 from ..tensor import Tensor
 from ._common import binary_operands, broadcast_shape, can_cast, check_bools, normalize_axis, number_arg
 from ..backend import DtypeNotImplementedError, InputTypeError
@@ -245,6 +246,9 @@ def written_into(name, fn):
     exact = name == "float_power_"
 
     def op(self, *args, **kwargs):
+        for v in (*args, *kwargs.values()):
+            if isinstance(v, Tensor):
+                refuse_partial_overlap(name, self, v)
         recorded = (backend.is_floating(self.dtype) and is_grad_enabled()
                     and any(isinstance(v, Tensor) and v.requires_grad for v in (self, *args, *kwargs.values())))
         if recorded and self.requires_grad and self.is_leaf:
