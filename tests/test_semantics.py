@@ -130,6 +130,7 @@ def test_repeat_and_tile_of_a_transposed_tensor_are_contiguous_copies():
     for y in (x.repeat(1, 1), x.tile((1,)), x.repeat(2, 1)):
         assert y.is_contiguous()
         np.testing.assert_array_equal(y.view(-1).numpy(), np.tile(x.numpy(), (y.shape[0] // 3, 1)).reshape(-1))
+    assert mf.tensor(2.0).repeat(()).shape == () and mf.tensor(2.0).tile(()).shape == ()
 
 
 # ---------------------------------------------------------------- format

@@ -152,8 +152,9 @@ class Repeat(Function):
     def forward(ctx, x, repeats):
         shape = (1,) * (len(repeats) - x.ndim) + x.shape
         ctx.meta = (x.shape, shape, repeats)
-        xp = _xp(x)
-        return xp.ascontiguousarray(xp.tile(x.reshape(shape), repeats))  # all-ones repeats keep x's strides
+        out = _xp(x).tile(x.reshape(shape), repeats)
+        # (all-ones repeats keep x's strides; ascontiguousarray would make a 0-d result 1-d)
+        return out if out.flags.c_contiguous else _xp(x).ascontiguousarray(out)
 
     @staticmethod
     def backward(ctx, g):
