@@ -388,6 +388,21 @@ def test_grad_for_a_non_leaf_stops_there():
     assert autograd.grad(y, h, allow_unused=True) == (None,)
 
 
+def test_grad_fills_the_grad_of_a_retained_non_leaf_input():
+    # PyTorch's retain_grad fills .grad in any walk: autograd.grad's own input too (added to what it held), once for
+    # an input given twice; an input not retained keeps no .grad
+    x = leaf([1.0, 2.0])
+    h, u = x * 1, x * 2
+    h.retain_grad()
+    gh, gh2, gu = autograd.grad((h * h + u).sum(), [h, h, u], retain_graph=True)
+    np.testing.assert_allclose(gh.numpy(), [2.0, 4.0], rtol=1e-12)
+    np.testing.assert_allclose(h.grad.numpy(), [2.0, 4.0], rtol=1e-12)
+    assert h.grad is not gh and not u.retains_grad and u._grad is None
+    autograd.grad((h * 3).sum(), h)
+    np.testing.assert_allclose(h.grad.numpy(), [5.0, 7.0], rtol=1e-12)
+    np.testing.assert_allclose(gh.numpy(), [2.0, 4.0], rtol=1e-12)
+
+
 # ---------------------------------------------------------------- 8. F.linear's version checks
 def test_linear_checks_only_the_operands_its_gradients_read():
     x = leaf(np.ones((2, 3)))

@@ -391,6 +391,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 t._retain = False
                 if t._ctx.retained is not None:
                     t._ctx.retained.pop(t._out_index, None)
+    # a non-leaf input the caller retains gets its gradient in .grad too, as PyTorch's retain_grad in any walk
+    for key, t in {id(t): t for t, _, retained in saved if retained and t._ctx is not None and id(t) in found}.items():
+        t._accumulate_grad(found[key]._data, False)
     return _grad_results(inputs, found, allow_unused, materialize_grads)
 
 
