@@ -403,6 +403,21 @@ def test_grad_fills_the_grad_of_a_retained_non_leaf_input():
     np.testing.assert_allclose(gh.numpy(), [2.0, 4.0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_grad_for_a_non_leaf_whose_node_was_freed(create_graph):
+    # PyTorch: the freed node that made the input is not walked through, so its gradient comes; a walk that needs
+    # the freed node still raises
+    x = leaf([1.0, 2.0])
+    h = x.exp()
+    autograd.grad((h * h).sum(), x)  # frees the exp node
+    g, = autograd.grad((h ** 3).sum(), h, create_graph=create_graph)
+    np.testing.assert_allclose(g.detach().numpy(), 3 * np.exp([2.0, 4.0]), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        autograd.grad((h * 3).sum(), x, create_graph=create_graph)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        (h * 3).sum().backward(inputs=[x])
+
+
 # ---------------------------------------------------------------- 8. F.linear's version checks
 def test_linear_checks_only_the_operands_its_gradients_read():
     x = leaf(np.ones((2, 3)))

@@ -53,7 +53,7 @@ def walk(roots, wanted, retain_graph=True, since=-1):
             if root._ctx.seq >= since and not any(c is root._ctx for c in root_ctxs):
                 root_ctxs.append(root._ctx)
         targets = {} if wanted is None else {(id(t._ctx), t._out_index): t for t in wanted if t._ctx is not None}
-        order, stops, useful = _backward_order(root_ctxs, since)[0] if root_ctxs else [], (), {}
+        order, stops, useful = _backward_order(root_ctxs, since, wanted is not None)[0] if root_ctxs else [], (), {}
         if wanted is not None and order:
             order, stops = _prune(order, wanted)
             useful = _useful_inputs(order, wanted, targets)

@@ -7,16 +7,17 @@ import operator
 from .tape import _FREED_MESSAGE
 
 
-def _backward_order(root_ctxs, since=-1):
+def _backward_order(root_ctxs, since=-1, pruned=False):
     """Nodes reachable from ``root_ctxs``, each after every node that consumes its outputs, and the number of
     consumers of each node output, keyed ``(id(producer), output index)``. A node is recorded after the nodes
     that made its inputs, so the order of recording, reversed, is such an order (``Context.seq``). Nodes
-    recorded before ``since`` (a ``seq``) are not entered (a checkpoint's walk inside its own graph)."""
+    recorded before ``since`` (a ``seq``) are not entered (a checkpoint's walk inside its own graph). A freed node
+    raises, unless the walk is ``pruned`` to its inputs: :func:`_prune` then checks the nodes it keeps."""
     consumers, seen = {}, {id(c) for c in root_ctxs}
     nodes, stack = list(root_ctxs), list(root_ctxs)
     while stack:
         ctx = stack.pop()
-        if ctx.freed:
+        if ctx.freed and not pruned:
             raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
         for t in ctx.inputs:
             parent = None if t is None else t._ctx
@@ -54,4 +55,7 @@ def _prune(order, wanted):
                 leading.add(id(ctx))
                 break
     kept = [ctx for ctx in order if id(ctx) in leading or id(ctx) in producers]
+    for ctx in kept:  # (a freed node that only made a wanted tensor is not walked through: PyTorch's too)
+        if ctx.freed and id(ctx) in leading:
+            raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
     return kept, {id(ctx) for ctx in kept if id(ctx) not in leading}

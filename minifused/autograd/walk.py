@@ -111,7 +111,7 @@ def _walk(roots, leaves, retain_graph, wanted=None):
             root_ctxs.append(root._ctx)
     order = []
     if root_ctxs:
-        order, consumers = _backward_order(root_ctxs)
+        order, consumers = _backward_order(root_ctxs, -1, wanted is not None)
         stops = ()
         if wanted is not None:
             order, stops = _prune(order, wanted)
