@@ -58,6 +58,18 @@ def test_minus_integer_zero_keeps_negative_zero(dtype):
     assert np.signbit((0 - x).float().numpy()).tolist() == [False, False, True]
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, F16])
+def test_alpha_zeros_keep_pytorchs_signs(dtype):
+    # PyTorch's sub is a + (-alpha) * b, a number b first a float of the tensor's dtype
+    x, b = mf.tensor([-0.0, -0.0, 1.0], dtype=dtype), mf.tensor([2.0, -1.5, 0.0], dtype=dtype)
+    assert np.signbit(mf.sub(x, b, alpha=0).numpy()).tolist() == [False, True, False]
+    assert np.signbit(mf.sub(x, 2, alpha=0).numpy()).tolist() == [False, False, False]
+    assert np.signbit(mf.add(x, 0, alpha=-1).numpy()).tolist() == [True, True, False]
+    assert np.signbit(mf.sub(x, 0, alpha=-1).numpy()).tolist() == [False, False, False]
+    if dtype == F16:  # 1e5 is inf in float16 before alpha scales it
+        assert mf.add(mf.tensor([1.0], dtype=F16), 1e5, alpha=0.5).tolist() == [math.inf]
+
+
 def test_division_by_zero_gives_inf_and_nan_for_floats():
     x = mf.tensor([1.0, -1.0, 0.0])
     np.testing.assert_array_equal((x // 0).numpy(), [np.inf, -np.inf, np.nan])

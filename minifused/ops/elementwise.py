@@ -335,8 +335,11 @@ class AddScaled(Function):
                 None)
 
 
-def _scaled(name, plain):
-    """``a op alpha * b``, PyTorch's ``add`` / ``sub`` with their ``alpha``."""
+def _scaled(name, plain, plain_add):
+    """``a op alpha * b``, PyTorch's ``add`` / ``sub`` with their ``alpha``; ``sub`` as PyTorch's,
+    ``a + (-alpha) * b``, and a number ``b`` beside a floating tensor first rounded to its dtype as a float (so that
+    zeros keep their signs as there: ``sub(-0.0, 2, alpha=0)`` is 0.0, ``add(-0.0, 0, alpha=-1)`` -0.0). (PyTorch's
+    cpu kernels fuse the multiply-add: an ulp apart at times.)"""
     def op(input, other, *, alpha=1):
         if alpha is None or (type(alpha) is int and alpha == 1):  # every '+' and '-' (the checks below cost more)
             return plain(input, other)
@@ -349,10 +352,14 @@ def _scaled(name, plain):
             return plain(input, other)
         if dtype == backend.bool_:  # alpha in the bool result's dtype, as PyTorch's: a + bool(alpha) * b
             alpha = bool(alpha)
+        if name == "sub":
+            alpha = -alpha
         if dtype in (backend.float16, backend.bfloat16) and isinstance(input, Tensor) and isinstance(other, Tensor):
-            return AddScaled.apply(input, other, alpha if name == "add" else -alpha)
-        return plain(input, mul(other, alpha) if isinstance(other, Tensor)
-                     else (other and alpha) if dtype == backend.bool_ else other * alpha)
+            return AddScaled.apply(input, other, alpha)
+        if not isinstance(other, Tensor) and backend.is_floating(dtype):
+            other = _number_in(dtype, other)  # (1e5 beside float16 is inf there)
+        return plain_add(input, mul(other, alpha) if isinstance(other, Tensor)
+                         else (other and alpha) if dtype == backend.bool_ else other * alpha)
 
     op.__name__ = name
     return op
@@ -429,8 +436,9 @@ def mul(input, other):
     return _in_tensor_dtype(out, input, other) if dtype is None else cast(out, dtype)
 
 
-add = _scaled("add", _additive(Add, "add"))
-sub = _scaled("sub", _additive(Sub, "sub"))
+_add = _additive(Add, "add")
+add = _scaled("add", _add, _add)
+sub = _scaled("sub", _additive(Sub, "sub"), _add)
 
 
 def _pow(a, b):
