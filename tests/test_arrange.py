@@ -252,3 +252,14 @@ def test_methods_and_functions_agree():
     assert mf.swapdims(x, 0, 1).shape == (6, 2) and mf.moveaxis(x, 0, -1).shape == (6, 2)
     np.testing.assert_array_equal(mf.fliplr(x).numpy(), np.fliplr(x.numpy()))
     np.testing.assert_array_equal(mf.flipud(x).numpy(), np.flipud(x.numpy()))
+
+
+def test_int_arguments_take_a_0d_integer_tensor():
+    """PyTorch takes a 0-d integer tensor wherever an int goes (``x.select(1, i)`` with ``i = idx[0]``)."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x, two, one = mf.tensor(a), mf.tensor(2), mf.tensor(1)
+    np.testing.assert_array_equal(x.select(1, two).numpy(), a[:, 2])
+    np.testing.assert_array_equal(x.rot90(one).numpy(), np.rot90(a))
+    np.testing.assert_array_equal(x.unfold(2, two, one).numpy(), np.lib.stride_tricks.sliding_window_view(a, 2, 2))
+    assert [p.shape for p in x.chunk(two, 2)] == [(2, 3, 2)] * 2
+    np.testing.assert_array_equal(mf.slice_scatter(x, x[:, :, :2] * 0, 2, one, mf.tensor(3)).numpy()[..., 1:3], 0)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor
+from ._common import host_int
 from .elementwise import clone
 from .index import IndexSelect, _in_bounds, index_select, meshgrid
 from .movement import _ints, flip, movedim, swapaxes
@@ -31,6 +32,7 @@ __all__ = ["broadcast_to", "broadcast_tensors", "ravel", "unflatten", "select", 
 
 
 def _int(op, name, v):
+    v = host_int(v)  # (a 0-d integer tensor stands for its int, as in PyTorch)
     if not isinstance(v, numbers.Integral) or isinstance(v, bool):
         raise InputTypeError(f"{op}: {name} must be an int, got {type(v).__name__}")
     return int(v)

@@ -469,6 +469,7 @@ def unfold(x, dimension, size, step):
     (``Tensor.unfold``): a view of x, as PyTorch's."""
     axis = _dim("unfold", dimension, x.ndim)
     n = x.shape[axis] if x.ndim else 1
+    size, step = host_int(size), host_int(step)
     for name, v in (("size", size), ("step", step)):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral):
             raise InputTypeError(f"unfold: {name} must be an int, got {v!r}")
