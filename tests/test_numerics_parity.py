@@ -270,6 +270,17 @@ def test_half_powers_at_negative_zero_and_infinity(dtype):
     assert t.grad.tolist() == [-inf, 0.25]
 
 
+def test_16_bit_power_past_the_dtypes_range_raises():
+    """PyTorch casts a number exponent into a float16 / bfloat16 tensor's dtype, checked: past its largest finite
+    value is an error (float32's and infinity are not checked)."""
+    for dtype, exponent in ((mf.float16, 1e5), (mf.float16, -65520.0), (mf.bfloat16, 1e39)):
+        with pytest.raises(RuntimeError, match="cannot be converted to type"):
+            cpu([1.0, 0.5], dtype=dtype) ** exponent
+    assert (cpu([1.0, 0.5], dtype=mf.float16) ** 65504.0).tolist() == [1.0, 0.0]
+    assert (cpu([1.0, 0.5], dtype=mf.float16) ** inf).tolist() == [1.0, 0.0]
+    assert (cpu([1.0, 0.5]) ** 1e39).tolist() == [1.0, 0.0]
+
+
 def test_negative_power_of_a_bool_tensor_raises_runtime_error():
     with pytest.raises(RuntimeError, match="negative integer powers"):
         cpu([True, False]) ** -1

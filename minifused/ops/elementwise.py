@@ -446,9 +446,13 @@ def _pow(a, b):
     return _in_tensor_dtype(Pow.apply(a, b), a, b)
 
 
+_HALF_FLOATS = (backend.float16, backend.bfloat16)
+
+
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
     """``input ** exponent``; an integer tensor refuses a negative integer exponent and one outside its dtype's
-    range, as PyTorch's (the exponent is not wrapped into the dtype as other ops' numbers are). A bool result is
+    range, as PyTorch's (the exponent is not wrapped into the dtype as other ops' numbers are), a float16 / bfloat16
+    tensor one past its dtype's largest finite value (not infinity). A bool result is
     PyTorch's: a bool tensor to a Python bool power is a bool tensor (``x ** True`` is x, ``x ** False`` all True);
     other bool powers (of two bool tensors, a Python bool to a bool tensor's) are not implemented."""
     if _is_bool(exponent) and _is_bool(input):
@@ -463,6 +467,9 @@ def pow(input, exponent):  # noqa: A001 - PyTorch's name
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
         if input.dtype.kind != "b" and wrapped(input.dtype, exponent) != exponent:
             raise RuntimeError(f"pow: value {exponent} cannot be converted to type {input.dtype} without overflow")
+    if (isinstance(input, Tensor) and isinstance(exponent, numbers.Real) and not isinstance(exponent, bool)
+            and backend.scalar_overflows(exponent, input.dtype, _HALF_FLOATS)):  # (PyTorch's check of the exponent)
+        raise RuntimeError(f"pow: value {exponent} cannot be converted to type {input.dtype} without overflow")
     input, exponent = autocast_float32_on_cuda(input, exponent)  # (on PyTorch's cuda autocast float32 list)
     return _pow(input, exponent)
 
