@@ -204,6 +204,28 @@ def test_retain_grad():
     np.testing.assert_allclose(y.grad.numpy(), 2 * y.detach().numpy())
 
 
+
+@pytest.mark.parametrize("walk", ["backward", "grad"])
+def test_a_retained_grad_accumulates_out_of_place(walk):
+    # PyTorch's retain_grad sets grad + new as a new tensor: a .grad the caller holds keeps its values (a 0-d one too)
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    s = h.sum() * 1
+    h.retain_grad()
+    s.retain_grad()
+    y = (h * h).sum() + s * 3
+    for _ in range(2):
+        if walk == "backward":
+            y.backward(retain_graph=True)
+        else:
+            mf.autograd.grad(y, [h, s], retain_graph=True)
+        if _ == 0:
+            held, held_s = h.grad, s.grad
+    np.testing.assert_allclose(held.numpy(), [7.0, 11.0], rtol=1e-12)
+    np.testing.assert_allclose(h.grad.numpy(), [14.0, 22.0], rtol=1e-12)
+    assert float(held_s) == 3.0 and float(s.grad) == 6.0
+
+
 @pytest.mark.parametrize("write", ["whole", "through_a_view", "twice"])
 def test_retained_grad_follows_the_tensor_through_in_place_ops(write):
     """PyTorch's rule: after an in-place op, a retained grad is the gradient of the tensor's new value (it held the

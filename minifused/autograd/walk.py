@@ -235,7 +235,16 @@ def _prepare_grads(ctx, grads):
         if ctx.retained and i in ctx.retained:
             kept = ctx.retained[i]()  # None once the tensor is gone: no .grad left to keep
             if kept is not None:
-                kept._accumulate_grad(grads[i], owned=False)
+                _retain(kept, grads[i])
+
+
+def _retain(t, g):
+    """A non-leaf's retained ``.grad`` gets gradient ``g``: a copy, or the sum as a new tensor (out of place, as
+    PyTorch's retain_grad: a ``.grad`` the caller still holds keeps its values)."""
+    if t._grad is None:
+        t._accumulate_grad(g, owned=False)
+    else:
+        t._grad = _Tensor._from_array(_add(t._grad._data, g))
 
 
 def _any_array(grads):
@@ -393,7 +402,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     t._ctx.retained.pop(t._out_index, None)
     # a non-leaf input the caller retains gets its gradient in .grad too, as PyTorch's retain_grad in any walk
     for key, t in {id(t): t for t, _, retained in saved if retained and t._ctx is not None and id(t) in found}.items():
-        t._accumulate_grad(found[key]._data, False)
+        _retain(t, found[key]._data)
     return _grad_results(inputs, found, allow_unused, materialize_grads)
 
 
