@@ -263,3 +263,14 @@ def test_int_arguments_take_a_0d_integer_tensor():
     np.testing.assert_array_equal(x.unfold(2, two, one).numpy(), np.lib.stride_tricks.sliding_window_view(a, 2, 2))
     assert [p.shape for p in x.chunk(two, 2)] == [(2, 3, 2)] * 2
     np.testing.assert_array_equal(mf.slice_scatter(x, x[:, :, :2] * 0, 2, one, mf.tensor(3)).numpy()[..., 1:3], 0)
+
+
+def test_dims_take_a_0d_integer_tensor():
+    a = np.arange(6.0).reshape(2, 3)
+    x, d = mf.tensor(a), mf.tensor(-1)
+    np.testing.assert_array_equal(x.transpose(d, 0).numpy(), a.T)
+    np.testing.assert_array_equal(mf.cat([x, x], d).numpy(), np.concatenate([a, a], -1))
+    np.testing.assert_array_equal(x.sum((d, mf.tensor(0))).numpy(), a.sum())
+    np.testing.assert_array_equal(x.gather(d, mf.tensor([[2], [0]])).numpy(), [[2.0], [3.0]])
+    with pytest.raises(TypeError, match="must be an int"):
+        x.sum(mf.tensor(1.0))

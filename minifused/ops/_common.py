@@ -518,6 +518,7 @@ def check_bools(op, **flags):
 
 def dim_index(op, dim, ndim):
     """One ``dim`` as a non-negative int, in PyTorch's range [-ndim, ndim - 1] (0 and -1 for a 0-d tensor)."""
+    dim = host_int(dim)
     if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
         raise InputTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     n = max(ndim, 1)
@@ -540,7 +541,7 @@ def normalize_axis(op, axis, ndim):
     except TypeError:  # (not iterable: a float, say; refused below as not an int)
         axes = (axis,)
     out = []
-    for ax in axes:
+    for ax in map(host_int, axes):
         if isinstance(ax, bool) or not isinstance(ax, numbers.Integral):
             raise InputTypeError(f"{op}(): argument 'dim' must be an int or a tuple of ints, got {axis!r}")
         if not -max(ndim, 1) <= ax < max(ndim, 1):
