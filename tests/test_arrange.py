@@ -39,10 +39,13 @@ def test_tensor_split_tensor_and_keyword_forms():
 def test_hsplit_vsplit_dsplit_pieces():
     a = f64(4, 6, 2, requires_grad=False)
     for ours, theirs in ((mf.hsplit(a, 3), np.hsplit(a.numpy(), 3)), (a.vsplit([1, 3]), np.vsplit(a.numpy(), [1, 3])),
-                         (a.dsplit(2), np.dsplit(a.numpy(), 2))):
+                         (a.dsplit(2), np.dsplit(a.numpy(), 2)), (a.hsplit(sections=2), np.hsplit(a.numpy(), 2)),
+                         (mf.vsplit(a, indices=[1]), np.vsplit(a.numpy(), [1]))):
         assert len(ours) == len(theirs)
         for g, w in zip(ours, theirs):
             np.testing.assert_array_equal(g.numpy(), w)
+    with pytest.raises(TypeError, match="dsplit: expected exactly one of indices_or_sections, sections or indices"):
+        a.dsplit(2, indices=[1])
 
 
 def test_split_gradients_overlapping_and_unused_pieces():

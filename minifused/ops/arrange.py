@@ -201,7 +201,12 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     return tuple(getitem(input, (slice(None),) * axis + (slice(s, max(s, e)),)) for s, e in zip(starts, ends))
 
 
-def _split_along(op, input, spec, dim, least):  # noqa: A002
+def _split_along(op, input, specs, dim, least):  # noqa: A002
+    """``specs``: (indices_or_sections, sections, indices), exactly one given (PyTorch's keywords are the last two)."""
+    given = [v for v in specs if v is not None]
+    if len(given) != 1:
+        raise InputTypeError(f"{op}: expected exactly one of indices_or_sections, sections or indices")
+    spec = given[0]
     if input.ndim < least:
         raise RuntimeError(f"{op}: requires a tensor with at least {least} dimension(s), got a {input.ndim}-d tensor")
     if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
@@ -214,19 +219,19 @@ def _split_along(op, input, spec, dim, least):  # noqa: A002
     return tensor_split(input, spec, dim)
 
 
-def hsplit(input, indices_or_sections):  # noqa: A002
+def hsplit(input, indices_or_sections=None, *, sections=None, indices=None):  # noqa: A002
     """``tensor_split`` along dim 1 (dim 0 of a 1-D tensor); an int must divide that dim."""
-    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+    return _split_along("hsplit", input, (indices_or_sections, sections, indices), 1 if input.ndim > 1 else 0, 1)
 
 
-def vsplit(input, indices_or_sections):  # noqa: A002
+def vsplit(input, indices_or_sections=None, *, sections=None, indices=None):  # noqa: A002
     """``tensor_split`` along dim 0 of a tensor of at least 2 dims; an int must divide that dim."""
-    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+    return _split_along("vsplit", input, (indices_or_sections, sections, indices), 0, 2)
 
 
-def dsplit(input, indices_or_sections):  # noqa: A002
+def dsplit(input, indices_or_sections=None, *, sections=None, indices=None):  # noqa: A002
     """``tensor_split`` along dim 2 of a tensor of at least 3 dims; an int must divide that dim."""
-    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+    return _split_along("dsplit", input, (indices_or_sections, sections, indices), 2, 3)
 
 
 # ---------------------------------------------------------------- joining
