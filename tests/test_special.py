@@ -64,6 +64,18 @@ def test_logit_eps_bounds_as_pytorchs():
     np.testing.assert_allclose(got, [math.log(1.5), math.log(1.5), -math.log(1.5), -math.log(1.5), nan], rtol=1e-15)
 
 
+def test_erfinv_float64_to_its_tails():
+    # checked through libm's erf / erfc: 1 - y is exact in float64 for y >= 0.5, and erfc(x) must give it back
+    tails = np.array([1 - 1e-15, 1 - 1e-12, 0.9999, 0.99, 0.5])
+    x = mf.erfinv(mf.tensor(np.concatenate([tails, -tails]))).numpy()
+    for t, v in zip(tails, x[:5]):
+        assert math.erfc(v) == pytest.approx(1 - t, rel=1e-13)
+    np.testing.assert_array_equal(x[5:], -x[:5])
+    central = np.array([0.3, -0.1, 1e-5, 0.4999])
+    for t, v in zip(central, mf.erfinv(mf.tensor(central)).numpy()):
+        assert math.erf(v) == pytest.approx(t, rel=1e-15)
+
+
 def test_fmax_fmin_ties_and_nan():
     a, b = [1.0, 2.0, nan, 3.0, nan, 5.0], [1.0, 3.0, 1.0, nan, nan, 4.0]
     # PyTorch's: the whole gradient to the side the result came from (a tie: input's; a NaN side: the other's)
