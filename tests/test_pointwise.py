@@ -203,6 +203,8 @@ def test_rounding_keeps_integers_and_sign_keeps_bool():
     assert mf.square(arr([3], np.int32)).dtype == I32
     with pytest.raises(NotImplementedError, match="frac: only floating-point"):
         mf.frac(i)
+    with pytest.raises(NotImplementedError, match="frac_: only floating-point"):
+        i.clone().frac_()
     with pytest.raises(NotImplementedError, match="decimals is only supported for floating-point"):
         mf.round(i, decimals=1)
     for name in ("floor", "ceil", "trunc", "round"):  # no bool kernel in PyTorch: its NotImplementedError

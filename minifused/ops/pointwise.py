@@ -322,6 +322,8 @@ def _inplace(fn, name, exact=False):
     def op(x, *params):
         _check(name, x)
         if not backend.is_floating(x.dtype):
+            if fn is Frac:  # (PyTorch's frac has no integer kernel, not a cast error)
+                raise DtypeNotImplementedError(f"{name}: only floating-point tensors are supported, got {x.dtype}")
             if not exact:
                 raise RuntimeError(f"{name}: result type float32 can't be cast to the desired output type "
                                    f"{x.dtype} (the in-place form keeps the tensor's dtype)")
