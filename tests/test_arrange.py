@@ -137,6 +137,9 @@ def test_cat_skips_an_empty_1d_tensor_as_pytorch():
     assert y.dtype == mf.float64 and y.shape == (2, 3)
     (y * 2).sum().backward()
     assert x.grad.tolist() == [[2.0] * 3] * 2
+    empty = mf.zeros(0, dtype=mf.float64, requires_grad=True)  # (its gradient is empty, as PyTorch's, not None)
+    mf.cat([empty, x, empty], -1).sum().backward()
+    assert empty.grad.shape == (0,) and x.grad.tolist() == [[3.0] * 3] * 2
     assert mf.cat([mf.tensor([]), mf.ones(2, dtype=mf.int64)]).dtype == mf.float32  # (all 1-d: an ordinary cat)
     assert mf.cat([mf.tensor([]), mf.tensor([])]).shape == (0,)
     with pytest.raises(ValueError, match=r"cat: shapes \(0, 3\) and \(2, 4\) differ outside dimension 0"):

@@ -434,10 +434,10 @@ def _joinable(op, tensors):
 def cat(tensors, dim=0, *, axis=None):
     """``tensors`` joined along ``dim`` (``axis`` as NumPy spells it, which PyTorch takes too)."""
     dim = dim if axis is None else axis
-    tensors = _joinable("cat", tensors)
+    tensors = given = _joinable("cat", tensors)
     if any(t.ndim != 1 for t in tensors):
         # PyTorch's legacy rule: an empty 1-d tensor (a torch.tensor([]) to append to) is skipped beside tensors
-        # of other ranks, after taking part in the dtype
+        # of other ranks, after taking part in the dtype (and, where it requires grad, in the graph: below)
         tensors = [t for t in tensors if t.shape != (0,)] or tensors[:1]
     for i, t in enumerate(tensors):
         if t.ndim == 0:
@@ -448,6 +448,9 @@ def cat(tensors, dim=0, *, axis=None):
     for t in tensors:
         if t.ndim != len(ref) or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref)) if i != axis):
             raise InputError(f"cat: shapes {tuple(ref)} and {tuple(t.shape)} differ outside dimension {axis}")
+    if len(tensors) < len(given) and any(t.requires_grad for t in given):  # (its gradient: empty, not None)
+        empty = ref[:axis] + (0,) + ref[axis + 1:]
+        tensors = [Reshape.apply(t, empty) if t.ndim != len(ref) else t for t in given]
     return Cat.apply(*tensors, axis=axis)
 
 
