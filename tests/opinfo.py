@@ -2993,7 +2993,8 @@ REDUCE_OPS = [
     OpInfo("roll", lambda a, **kw: a.roll(**kw), lambda a, shifts, dims=None: np.roll(a, shifts, dims),
            spelled="Tensor.roll", aliases={"mf.roll": lambda a, **kw: mf.roll(a, **kw)}, torch=SAME, samples=(
                S("roll", (3, 4), shifts=1, dims=1), S("roll_two", (3, 4), shifts=(-1, 5), dims=(0, 1)),
-               S("roll_flat", (3, 4), shifts=5), S("roll_odd", (33,), shifts=-7, dims=0)),
+               S("roll_flat", (3, 4), shifts=5), S("roll_odd", (33,), shifts=-7, dims=0),
+               S("roll_flat_empty_dims", (3, 4), fn=lambda a: a.roll(2, ()), ref=lambda a: np.roll(a, 2))),
            errors=(E("roll_lengths", lambda: t(3, 4).roll((1, 2), 0), RuntimeError, "roll: shifts and dims"),)),
     OpInfo("diag", lambda a, **kw: a.diag(**kw), lambda a, diagonal=0: np.diag(a, diagonal), spelled="Tensor.diag",
            aliases={"mf.diag": mf.diag}, torch=SAME, samples=(

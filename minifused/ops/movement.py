@@ -325,7 +325,7 @@ class Roll(Function):
 def roll(input, shifts, dims=None):
     """Elements shifted along ``dims`` (wrapping around); without ``dims`` over the flattened tensor."""
     shifts = _ints("roll", "shifts", shifts)
-    if dims is None:
+    if dims is None or (isinstance(dims, (tuple, list)) and not dims):  # (PyTorch's dims=() is no dims too)
         if len(shifts) != 1:
             raise RuntimeError(f"roll: without dims, shifts must be one int, got {shifts}")
         if input.ndim == 0:
