@@ -45,6 +45,26 @@ def test_out_resized_with_a_warning_and_refusals():
     assert out.tolist() == [2.0, 2.0, 2.0]
 
 
+def test_out_on_the_elementwise_math():
+    x = cpu([0.25, -1.5, 4.0])
+    for name, args, ref in (("sqrt", (x.abs(),), np.sqrt([0.25, 1.5, 4.0])), ("exp", (x,), np.exp(x.numpy())),
+                            ("pow", (x, 2), x.numpy() ** 2), ("remainder", (x, -1.0), [-0.75, -0.5, -0.0]),
+                            ("clamp", (x, -1.0, 1.0), [0.25, -1.0, 1.0]), ("floor", (x,), [0.0, -2.0, 4.0]),
+                            ("nan_to_num", (cpu([np.nan]),), [0.0]), ("erfinv", (cpu([0.0]),), [0.0])):
+        out = mf.empty(len(ref), device="cpu")
+        assert getattr(mf, name)(*args, out=out) is out
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
+    wide = mf.empty(3, device="cpu", dtype=mf.float64)  # sqrt's float32 result cast into float64 out
+    mf.sqrt(x.abs(), out=wide)
+    assert wide.dtype == mf.float64 and wide.tolist() == np.sqrt(np.float32([0.25, 1.5, 4.0])).tolist()
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type int64"):
+        mf.exp(x, out=mf.empty(3, device="cpu", dtype=mf.int64))
+    # abs, neg, the rounding ops, clamp, nan_to_num, heaviside: out in the result's dtype only, as PyTorch's
+    for fn in (mf.abs, mf.neg, mf.floor, mf.round, mf.sign, mf.nan_to_num):
+        with pytest.raises(RuntimeError, match="Found dtype float64 but expected float32"):
+            fn(x, out=wide)
+
+
 def test_size_is_a_tuple_that_knows_its_numel_and_prints_as_a_size():
     x = mf.zeros(4, 1, 3, device="cpu")
     s = x.size()
