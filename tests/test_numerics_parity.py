@@ -279,6 +279,9 @@ def test_16_bit_power_past_the_dtypes_range_raises():
     assert (cpu([1.0, 0.5], dtype=mf.float16) ** 65504.0).tolist() == [1.0, 0.0]
     assert (cpu([1.0, 0.5], dtype=mf.float16) ** inf).tolist() == [1.0, 0.0]
     assert (cpu([1.0, 0.5]) ** 1e39).tolist() == [1.0, 0.0]
+    got = cpu(np.array([1, 2], np.int32)) ** 1e20  # (an integer tensor to a float: a float32 result, unchecked)
+    assert got.dtype == mf.float32 and got.tolist() == [1.0, inf]
+    assert (cpu(np.array([4], np.uint8)) ** -1.5).tolist() == [0.125]
 
 
 def test_negative_power_of_a_bool_tensor_raises_runtime_error():

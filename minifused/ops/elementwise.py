@@ -467,7 +467,7 @@ def pow(input, exponent):  # noqa: A001 - PyTorch's name
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
         if input.dtype.kind != "b" and wrapped(input.dtype, exponent) != exponent:
             raise RuntimeError(f"pow: value {exponent} cannot be converted to type {input.dtype} without overflow")
-    if (isinstance(input, Tensor) and isinstance(exponent, numbers.Real) and not isinstance(exponent, bool)
+    if (isinstance(input, Tensor) and input.dtype in _HALF_FLOATS and isinstance(exponent, numbers.Real)
             and backend.scalar_overflows(exponent, input.dtype, _HALF_FLOATS)):  # (PyTorch's check of the exponent)
         raise RuntimeError(f"pow: value {exponent} cannot be converted to type {input.dtype} without overflow")
     input, exponent = autocast_float32_on_cuda(input, exponent)  # (on PyTorch's cuda autocast float32 list)
