@@ -214,12 +214,12 @@ def test_a_retained_grad_accumulates_out_of_place(walk):
     h.retain_grad()
     s.retain_grad()
     y = (h * h).sum() + s * 3
-    for _ in range(2):
+    for i in range(2):
         if walk == "backward":
             y.backward(retain_graph=True)
         else:
             mf.autograd.grad(y, [h, s], retain_graph=True)
-        if _ == 0:
+        if i == 0:
             held, held_s = h.grad, s.grad
     np.testing.assert_allclose(held.numpy(), [7.0, 11.0], rtol=1e-12)
     np.testing.assert_allclose(h.grad.numpy(), [14.0, 22.0], rtol=1e-12)
