@@ -70,6 +70,15 @@ def test_alpha_zeros_keep_pytorchs_signs(dtype):
         assert mf.add(mf.tensor([1.0], dtype=F16), 1e5, alpha=0.5).tolist() == [math.inf]
 
 
+def test_python_int_past_64_bits_raises_overflow_error():
+    # no dtype holds it: PyTorch's OverflowError (not a wrapped value: 5 // 2**64 was a division by zero)
+    for x in (mf.tensor([1.0, 2.0]), mf.tensor([1, 2]), mf.tensor([True, False]), mf.tensor([1.0], dtype=F16)):
+        for fn in (lambda t: t + 2 ** 64, lambda t: t / 2 ** 64, lambda t: 2 ** 64 // t, lambda t: t == -2 ** 70):
+            with pytest.raises(OverflowError, match="int too big to convert"):
+                fn(x)
+    assert (mf.tensor([1.0]) * 2 ** 63).tolist() == [2.0 ** 63]
+
+
 def test_division_by_zero_gives_inf_and_nan_for_floats():
     x = mf.tensor([1.0, -1.0, 0.0])
     np.testing.assert_array_equal((x // 0).numpy(), [np.inf, -np.inf, np.nan])

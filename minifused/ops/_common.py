@@ -377,6 +377,8 @@ def as_tensor_like(value, like: Tensor):
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, (bool, numbers.Number)):
+        if type(value) is int and not -2 ** 63 <= value < 2 ** 64:  # (PyTorch's: no dtype holds it)
+            raise OverflowError(f"int too big to convert: {value} (an operand must fit int64 or uint64)")
         return value
     arr = backend.to_device(value, like.device) if (
         isinstance(value, np.ndarray) or backend.is_cuda_array(value)) else like._xp.asarray(value)
