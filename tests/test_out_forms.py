@@ -63,6 +63,14 @@ def test_out_on_the_elementwise_math():
     for fn in (mf.abs, mf.neg, mf.floor, mf.round, mf.sign, mf.nan_to_num):
         with pytest.raises(RuntimeError, match="Found dtype float64 but expected float32"):
             fn(x, out=wide)
+    flags = mf.empty(3, device="cpu", dtype=mf.bool)
+    assert mf.signbit(x, out=flags) is flags and flags.tolist() == [False, True, False]
+    with pytest.raises(RuntimeError, match="Found dtype float32 but expected bool"):
+        mf.isposinf(x, out=mf.empty(3, device="cpu"))
+    mf.float_power(x, 2, out=wide)
+    assert wide.tolist() == [0.0625, 2.25, 16.0]
+    with pytest.raises(RuntimeError, match="Found dtype float32 but expected float64"):
+        mf.float_power(x, 2, out=mf.empty(3, device="cpu"))
 
 
 def test_size_is_a_tuple_that_knows_its_numel_and_prints_as_a_size():

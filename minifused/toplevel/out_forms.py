@@ -12,13 +12,13 @@ from .. import ops
 from ..ops._common import write_out
 
 # the elementwise math with out=: _MATH's out takes the result where it casts to out's dtype, _SAME_DTYPE's only in
-# the result's own dtype, as PyTorch's (float_power's float64-only out and signbit's bool-only one are not here)
+# the result's own dtype, as PyTorch's (float_power's: float64; signbit's and isposinf's: bool)
 _MATH = ["pow", "remainder", "fmod", "floor_divide", "maximum", "minimum", "fmax", "fmin", "atan2", "arctan2", "hypot",
          "copysign", "xlogy", "logaddexp", "logaddexp2", "lerp", "square", "exp", "exp2", "expm1", "log", "log2",
          "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
          "tanh", "asinh", "acosh", "atanh", "sigmoid", "logit", "erf", "erfc", "erfinv"]
 _SAME_DTYPE = ["abs", "absolute", "neg", "negative", "sign", "sgn", "floor", "ceil", "trunc", "round", "frac",
-               "clamp", "nan_to_num", "heaviside"]
+               "clamp", "nan_to_num", "heaviside", "float_power", "signbit", "isposinf", "isneginf"]
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "matmul", "mm", "bmm",
            "cat", "stack"] + _MATH + _SAME_DTYPE
 
