@@ -325,6 +325,18 @@ def test_clamp_dtype_and_tensor_bound_gradients_as_pytorchs():
     assert lo.grad.tolist() == [0.0, 2.0, 0.0, 0.0] and hi.grad.shape == () and float(hi.grad) == 3.0
 
 
+def test_clamp_number_bound_past_a_16_bit_range_raises():
+    for dtype, bound in ((mf.float16, 1e5), (mf.float16, -2 ** 31), (mf.bfloat16, 1e39)):
+        x = mf.tensor([1.0, -3.0], dtype=dtype)
+        with pytest.raises(RuntimeError, match="cannot be converted to type"):
+            mf.clamp(x, max=bound)
+        with pytest.raises(RuntimeError, match="cannot be converted to type"):
+            x.clamp_min(bound)
+    x = mf.tensor([1.0, -3.0], dtype=mf.float16)
+    assert mf.clamp(x, -inf, 65504.0).tolist() == [1.0, -3.0]
+    assert mf.clamp(mf.tensor([1.0, -3.0]), max=1e20).tolist() == [1.0, -3.0]  # (float32's is 1e20's range)
+
+
 def test_div_rounding_mode_and_add_sub_alpha_as_pytorchs():
     """div / Tensor.div take PyTorch's rounding_mode (integers stay integers there); add / sub take alpha
     (a + alpha * b), gradients included."""

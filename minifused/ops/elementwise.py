@@ -953,6 +953,9 @@ def clamp(input, min=None, max=None):  # noqa: A002 - PyTorch's names
     if dtype.kind in "iu":  # a number bound as PyTorch writes it into the dtype: wrapped into an unsigned one,
         # PyTorch's error beyond the range (NumPy raised its own)
         min, max = (backend.fit_number("clamp", b, dtype) if isinstance(b, numbers.Real) else b for b in (min, max))
+    for bound in (min, max):  # (PyTorch's check of a number bound in float16 / bfloat16: 1e5 is no float16)
+        if isinstance(bound, numbers.Real) and backend.scalar_overflows(bound, dtype, _HALF_FLOATS):
+            raise RuntimeError(f"clamp: value {bound} cannot be converted to type {dtype} without overflow")
     return Clamp.apply(input, min, max)
 
 
