@@ -1001,3 +1001,15 @@ def test_in_place_operand_sharing_memory_without_partial_overlap_runs(device, ca
     x = mf.arange(6.0, device=device)
     case(x)
     np.testing.assert_array_equal(host(x), np.array(want, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_in_place_sub_of_a_zero_keeps_negative_zero(device, dtype):
+    """``x.sub_(0)`` and ``x.add_(0, alpha=-1)`` add -0.0, as PyTorch's: a -0.0 element stays -0.0 (its sign is read
+    by copysign, atan2, 1/x)."""
+    for op in (lambda x: x.sub_(0), lambda x: x.sub_(0.0), lambda x: x.add_(0, alpha=-1), lambda x: x.__isub__(0)):
+        x = mf.tensor([-0.0, 0.0, 1.5], dtype=getattr(mf, dtype), device=device)
+        op(x)
+        got = host(x).astype(np.float64)
+        np.testing.assert_array_equal(got, [0.0, 0.0, 1.5])
+        assert list(np.signbit(got)) == [True, False, False]

@@ -65,8 +65,8 @@ class AddInto(Function):
                 dst += b
         elif dst.dtype.kind in "iu":  # alpha (and a scalar's product) in out's dtype, wrapped as PyTorch casts them
             dst += wrapped(dst.dtype, alpha) * b if hasattr(b, "shape") else wrapped(dst.dtype, alpha * b)
-        else:
-            dst += alpha * b
+        else:  # (a number times alpha as a float: sub_(0) adds -0.0, so that -0.0 stays -0.0 as in PyTorch)
+            dst += (alpha if hasattr(b, "shape") else float(alpha)) * b
         return _written(out, dst)
 
     @staticmethod
