@@ -76,7 +76,7 @@ def log_softmax(input, dim=None, dtype=None):
 
 cosine_similarity, pairwise_distance = functional.cosine_similarity, functional.pairwise_distance
 Tensor.softmax, Tensor.log_softmax = softmax, log_softmax
-clip = ops.clamp
+clip = clamp  # (the top-level clamp: out= too)
 from .tensor import Size  # noqa: E402 - torch.Size: what .shape and .size() return
 from numpy import dtype  # noqa: E402 - dtypes are NumPy's: isinstance(minifused.float32, minifused.dtype)
 

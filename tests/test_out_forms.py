@@ -49,7 +49,8 @@ def test_out_on_the_elementwise_math():
     x = cpu([0.25, -1.5, 4.0])
     for name, args, ref in (("sqrt", (x.abs(),), np.sqrt([0.25, 1.5, 4.0])), ("exp", (x,), np.exp(x.numpy())),
                             ("pow", (x, 2), x.numpy() ** 2), ("remainder", (x, -1.0), [-0.75, -0.5, -0.0]),
-                            ("clamp", (x, -1.0, 1.0), [0.25, -1.0, 1.0]), ("floor", (x,), [0.0, -2.0, 4.0]),
+                            ("clamp", (x, -1.0, 1.0), [0.25, -1.0, 1.0]), ("clip", (x, -1.0, 1.0), [0.25, -1.0, 1.0]),
+                            ("floor", (x,), [0.0, -2.0, 4.0]),
                             ("nan_to_num", (cpu([np.nan]),), [0.0]), ("erfinv", (cpu([0.0]),), [0.0])):
         out = mf.empty(len(ref), device="cpu")
         assert getattr(mf, name)(*args, out=out) is out
