@@ -280,7 +280,7 @@ def measure(res, impl, model, bs, quick):
     return rate, warm
 
 
-ROUNDS = 3
+ROUNDS = 7  # (a median of 3 turns still followed one slow host phase in an eager ratio)
 
 
 def measure_in_turns(res, impls, model, bs, quick):
