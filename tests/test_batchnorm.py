@@ -256,6 +256,95 @@ def test_relu_fused_equals_relu_after(rng):
     np.testing.assert_allclose(fused[0].weight.grad.numpy(), plain.weight.grad.numpy(), rtol=1e-12)
 
 
+def _bn_relu_grads(x, gy, bn, handoff, inplace=False, conv=None):
+    """y and the gradients (x's, then the modules' parameters') of ``relu(bn(x))`` written one op at a time (``conv``:
+    ``Sequential(conv, bn)``, one fused node). Without ``handoff`` the BatchNorm's output has a hook (which stays with
+    that value through an in-place ReLU), so the engine names no sole producer and the ReLU applies its own mask;
+    ``handoff`` asserts that the BatchNorm's backward took the ReLU's gradient instead."""
+    from minifused.ops import batchnorm as B
+
+    first = copy.deepcopy(bn if conv is None else nn.Sequential(conv, bn))
+    xt = mf.tensor(x, requires_grad=True)
+    h = first(xt)
+    if not handoff:
+        h.register_hook(lambda g: g)
+    y = F.relu(h, inplace=inplace)
+    before = B.stats["relu_from_consumer"]
+    y.backward(mf.tensor(gy))
+    assert B.stats["relu_from_consumer"] - before == (1 if handoff else 0)
+    return [y.numpy(), xt.grad.numpy()] + [p.grad.numpy() for p in first.parameters()]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_relu_after_batch_norm_hands_its_backward_to_it(rng, dtype, training, affine, layout, inplace):
+    """``F.relu(bn(x))``: the ReLU's backward is applied in BatchNorm's (its decisions recomputed from the factors
+    the forward kept), with the same output and gradients, bit for bit, as the ReLU's own mask pass (in float32
+    and float64 the recomputed affine is the output's value)."""
+    x = (rng.standard_normal((4, 5, 3, 3)) * 2 + 0.5).astype(dtype)
+    if layout == "channels_last":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    gy = rng.standard_normal(x.shape).astype(dtype)
+    bn = nn.BatchNorm2d(5, affine=affine, dtype=dtype)
+    if affine:
+        with mf.no_grad():
+            bn.weight.copy_(mf.tensor(rng.uniform(0.5, 2, 5).astype(dtype)))
+            bn.bias.copy_(mf.tensor(rng.standard_normal(5).astype(dtype)))
+    bn.running_mean.fill_(0.3)
+    bn.train(training)
+    want = _bn_relu_grads(x, gy, bn, False, inplace)
+    got = _bn_relu_grads(x, gy, bn, True, inplace)
+    assert len(got) == (4 if affine else 2)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert (want[0] == 0).any() and (want[0] > 0).any()  # the ReLU cut some elements and passed others
+
+
+def test_relu_after_a_fused_conv_batch_norm_hands_its_backward_to_it(rng):
+    """``F.relu(Sequential(conv, bn)(x))``: the fused convolution + BatchNorm node takes the ReLU's backward too."""
+    from minifused.ops.batchnorm import ConvBatchNormFn
+
+    x = rng.standard_normal((3, 2, 6, 6))
+    gy = rng.standard_normal((3, 4, 6, 6))
+    conv, bn = nn.Conv2d(2, 4, 3, padding=1, dtype=mf.float64), nn.BatchNorm2d(4, dtype=mf.float64)
+    assert nn.Sequential(conv, bn)(mf.tensor(x, requires_grad=True))._ctx.fn is ConvBatchNormFn
+    for a, b in zip(_bn_relu_grads(x, gy, bn, True, conv=conv), _bn_relu_grads(x, gy, bn, False, conv=conv)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_relu_after_batch_norm_against_finite_differences(rng, training):
+    x = mf.tensor(rng.standard_normal((4, 3, 3, 2)), requires_grad=True)
+    w = mf.tensor(rng.uniform(0.5, 2, 3), requires_grad=True)
+    b = mf.tensor(rng.standard_normal(3) * 0.1 + 0.3, requires_grad=True)
+    rm, rv = mf.tensor(rng.standard_normal(3) * 0.1), mf.tensor(rng.uniform(0.5, 2, 3))
+
+    def fn(x, w, b):
+        return F.relu(F.batch_norm(x, rm.clone(), rv.clone(), w, b, training=training))
+    assert gradcheck(fn, (x, w, b))
+
+
+def test_relu_keeps_its_own_backward_where_the_batch_norm_output_has_another_consumer(rng):
+    """A BatchNorm output that the ReLU and another op both read (or with a hook) gets the gradients added, so
+    the ReLU applies its mask itself: the gradients as a float64 composite of the two ops."""
+    from minifused.ops import batchnorm as B
+
+    x = rng.standard_normal((4, 3, 2, 2))
+    xt = mf.tensor(x, requires_grad=True)
+    h = F.batch_norm(xt, None, None, training=True)
+    before = B.stats["relu_from_consumer"]
+    (F.relu(h) * 2 + h * h).sum().backward()
+    assert B.stats["relu_from_consumer"] == before
+    xr = mf.tensor(x, requires_grad=True)
+    mean = xr.mean((0, 2, 3), keepdim=True)
+    hr = (xr - mean) / ((xr - mean).pow(2).mean((0, 2, 3), keepdim=True) + 1e-5).sqrt()
+    (hr.clamp(min=0) * 2 + hr * hr).sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-9, atol=1e-10)
+
+
 @pytest.mark.parametrize("groups,shape", [(1, (2, 4, 3, 3)), (2, (3, 4, 5)), (4, (2, 4)), (3, (2, 6, 2, 3))])
 def test_group_norm_against_float64(rng, groups, shape):
     x = rng.standard_normal(shape) * 2 + 0.5
@@ -970,6 +1059,100 @@ def test_cuda_channels_last_matches_contiguous(rng, poisoned_pool, request, dtyp
             np.testing.assert_allclose(f64(dx), f64(dx_r), rtol=tol, atol=tol * scale)
             np.testing.assert_allclose(host(dw), host(dw_r), rtol=1e-4, atol=1e-3)
             np.testing.assert_allclose(host(db), host(db_r), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, mf.bfloat16])
+@pytest.mark.parametrize("shape,layout", [(s, "contiguous") for s in SHAPES if len(s) == 3]
+                         + [(s, cl) for s in CL_SHAPES for cl in ("tiles", "passes")])
+def test_cuda_kept_factors_leave_y_without_the_relu(rng, poisoned_pool, request, dtype, shape, layout):
+    """``keep_factors`` (for a separate ReLU's backward): y, the statistics and the running statistics bit for bit
+    the plain forward's, the factors bit for bit those of the forward with the ReLU, on every forward kernel (NCHW one
+    block, a cluster or the passes; channels-last cached tiles or the passes), in training and eval."""
+    import cupy
+
+    if layout == "passes":
+        request.getfixturevalue("without_tiles")
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
+    xd = dev_array(x, "cuda") if layout == "contiguous" else to_channels_last(dev_array(x, "cuda"))
+    w = cupy.asarray(rng.uniform(0.5, 2, c).astype(np.float32))
+    b = cupy.asarray(rng.standard_normal(c).astype(np.float32))
+    rm, rv = rng.standard_normal(c).astype(np.float32), rng.uniform(0.5, 2, c).astype(np.float32)
+    for training in (True, False):
+        runs = []
+        for relu, keep in ((False, False), (False, True), (True, False)):
+            rm_d, rv_d, count = cupy.asarray(rm), cupy.asarray(rv), cupy.full((), 41, np.int64)
+            y, mean, rstd, factors = K.batch_norm_forward(xd, w, b, rm_d, rv_d, training, 0.1, 1e-5, relu, count,
+                                                          keep_factors=keep)
+            assert int(count) == (42 if training else 41)
+            assert (factors is None) == (not relu and not keep)
+            runs.append((y, mean, rstd, rm_d, rv_d, factors))
+        plain, kept, fused = runs
+        for a, b_ in zip(kept[:5], plain[:5]):
+            assert cupy.array_equal(a, b_)
+        assert cupy.array_equal(kept[5], fused[5])
+        assert bool((kept[0] < 0).any())  # (no ReLU applied)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape", [(16, 8, 6, 6), (64, 16, 32, 32), (8, 3, 11)])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_cuda_relu_after_batch_norm_against_pytorch(torch, rng, dtype, shape, channels_last):
+    """``F.relu(bn(x))`` with the ReLU's backward handed to BatchNorm's, two training steps and one in eval: outputs
+    and input / weight / bias gradients against PyTorch's, and against the ReLU's own mask pass (the BatchNorm's output
+    hooked): bit for bit in float32 (the recomputed affine is the output's value), within rounding in 16 bits."""
+    from minifused.ops import batchnorm as B
+
+    if channels_last and len(shape) != 4:
+        pytest.skip("channels-last is 4-D")
+    c = shape[1]
+    cls = nn.BatchNorm2d if len(shape) == 4 else nn.BatchNorm1d
+    ours = cls(c, dtype=getattr(mf, dtype), device="cuda")
+    theirs = getattr(torch.nn, cls.__name__)(c).to(device="cuda", dtype=getattr(torch, dtype))
+    w, b = rng.uniform(0.5, 2, c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(w)), theirs.bias.copy_(torch.tensor(b))
+    with mf.no_grad():
+        ours.weight.copy_(mf.tensor(w, device="cuda")), ours.bias.copy_(mf.tensor(b, device="cuda"))
+    tol = 1e-4 if dtype == "float32" else 3e-2
+    for step in range(3):
+        if step == 2:
+            ours.eval(), theirs.eval()
+        x = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+        gy = rng.standard_normal(shape).astype(np.float32)
+        xt = torch.tensor(x, device="cuda", dtype=getattr(torch, dtype), requires_grad=True)
+        if channels_last:
+            xt = xt.detach().to(memory_format=torch.channels_last).requires_grad_()
+        yt = torch.relu(theirs(xt))
+        yt.backward(torch.tensor(gy, device="cuda", dtype=getattr(torch, dtype)))
+        runs = []
+        for handoff in (True, False):
+            xo = mf.tensor(x, device="cuda", dtype=getattr(mf, dtype))
+            xo = (xo.to(memory_format=mf.channels_last) if channels_last else xo).requires_grad_()
+            model = copy.deepcopy(ours)
+            h = model(xo)
+            if not handoff:
+                h.register_hook(lambda g: g)
+            yo = F.relu(h)
+            before = B.stats["relu_from_consumer"]
+            yo.backward(mf.tensor(gy, device="cuda", dtype=getattr(mf, dtype)))
+            assert B.stats["relu_from_consumer"] - before == int(handoff)
+            runs.append([f64(yo), f64(xo.grad), f64(model.weight.grad), f64(model.bias.grad)])
+        with mf.no_grad():  # (the running statistics move once per step, as PyTorch's)
+            ours(mf.tensor(x, device="cuda", dtype=getattr(mf, dtype)))
+        got, plain = runs
+        expected = [yt.float().detach().cpu().numpy(), xt.grad.float().cpu().numpy(),
+                    theirs.weight.grad.float().cpu().numpy(), theirs.bias.grad.float().cpu().numpy()]
+        theirs.weight.grad = theirs.bias.grad = None
+        for i, (a, p, e) in enumerate(zip(got, plain, expected)):
+            t = tol if i < 2 else tol * 10
+            np.testing.assert_allclose(a, e, rtol=t, atol=t * 4)
+            if dtype == "float32":
+                np.testing.assert_array_equal(a, p)
+            else:
+                np.testing.assert_allclose(a, p, rtol=t, atol=t)
 
 
 @pytest.mark.gpu

@@ -13,7 +13,9 @@
 //
 // The fused ReLU keeps no mask: its forward writes the channels' affine factors (`relu`: C scales, then C shifts,
 // fp32), and the backward recomputes each element's decision from x, the mean and those factors with the forward's
-// own expression (affine, relu_passes), bit for bit.
+// own expression (affine, relu_passes), bit for bit. A forward may write the factors without applying the ReLU (the
+// one-launch kernels' FACTORS_ONLY flag; the passes' bn_apply given none): a separate ReLU that follows may then hand
+// its backward to this BatchNorm's (ops/batchnorm.py).
 //
 // MF_NHWC=1 (channels-last): flat (memory) element i is at channel i % C. bn_partial_nhwc replaces bn_partial, and
 // bn_fold_forward_nhwc / bn_fold_backward_nhwc the finalize kernels of the batch statistics: they add the
@@ -70,6 +72,10 @@ constexpr int VEC = MF_VEC;
 // Channels one vector spans: NCHW its VEC elements lie in one channel's run, channels-last in VEC consecutive
 // channels.
 constexpr int CH = MF_NHWC ? VEC : 1;
+
+// The one-launch forwards' `flags`: UPDATE moves the running statistics; FACTORS_ONLY (with `relu` given) writes the
+// ReLU's factors but leaves y without the ReLU.
+constexpr int UPDATE = 1, FACTORS_ONLY = 2;
 
 typedef Vec<T, VEC> TV;  // one vector access
 typedef Vec<float, 2> F2;  // a pair of sums
@@ -501,7 +507,7 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024, MF_CHANNEL_BLOCK
 bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
                    const W* __restrict__ b, T* __restrict__ y, float* __restrict__ relu, float* __restrict__ mean,
                    float* __restrict__ rstd, long long N, long long C, long long S, long long CHUNK, float eps,
-                   float factor, int update) {
+                   float factor, int flags) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     TV* cache = reinterpret_cast<TV*>(smem_raw);
@@ -539,7 +545,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     const float mu = shift + d_mean, r = 1.0f / sqrtf(var + eps);
     if (threadIdx.x == 0 && rank == 0) {
         store_stats(c, C, mu, r, w, b, mean, rstd, relu);
-        if (update) {
+        if (flags & UPDATE) {
             const double Md = (double)M, unbiased = Md > 1.0 ? (double)var * Md / (Md - 1.0) : (double)var;
             const double f = factor;
             running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * (double)mu);
@@ -548,7 +554,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
         }
     }
     const float scale = r * wc;  // (affine_scale's product)
-    const bool on = relu != nullptr;
+    const bool on = relu != nullptr && !(flags & FACTORS_ONLY);
     ChannelWalk out_at(lo + threadIdx.x, blockDim.x, SV, C, c);
     for (int j = threadIdx.x; j < n_own; j += blockDim.x, out_at.next()) {
         const TV v = load_as<TV>(cache + j);  // one 16-byte load (elementwise reads conflict 4-way)

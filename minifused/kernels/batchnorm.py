@@ -1,7 +1,7 @@
 """BatchNorm over a C-contiguous (N, C, ...) array, or a channels-last (N, C, H, W) one: per-channel statistics
 over N and the S trailing positions, fused with the affine and ReLU.
 
-``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
+``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count, keep_factors)
 -> (y, mean, rstd, factors)``: in training the batch's mean and biased variance normalize, and the running
 statistics (when given) move by ``factor`` towards the mean and the *unbiased* variance, in place (PyTorch's
 rule), and ``count`` (an int64 scalar array, the module's ``num_batches_tracked``), when given, goes up by
@@ -10,7 +10,8 @@ input, one per channel) are what the backward needs, and with ``relu`` the ReLU'
 (mean's dtype) of each channel's scale (rstd * weight) and shift (bias), y = relu((x - mean) * scale + shift). No mask:
 the backward recomputes where the ReLU passed from x, the mean and the factors, as the forward decided (the kernels'
 expression, one rounding; the references': :func:`relu_passes`), so that a BatchNorm+ReLU keeps nothing beside the x
-its backward needs anyway. y comes back in x's layout.
+its backward needs anyway. ``keep_factors`` (without ``relu``): the factors come back too, y without the ReLU (for a
+separate ReLU that may hand its backward to this BatchNorm's: ops.batchnorm). y comes back in x's layout.
 
 ``batch_norm_backward(dy, x, weight, mean, rstd, factors, batch_stats, need_dx, need_dw, wdtype) -> (dx, dw, db)``:
 with ``batch_stats`` (training) dx carries the terms of the mean and variance; otherwise they were constants.
@@ -76,7 +77,7 @@ def relu_passes(x, mean, factors):
 # an inf or NaN in x gives NaN statistics for its channel, as on the GPU and in PyTorch: no NumPy warning about it
 @np.errstate(invalid="ignore", over="ignore")
 def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False,
-                           count=None):
+                           count=None, keep_factors=False):
     xp = backend.array_module(x)
     acc = acc_dtype(x.dtype).type
     xf = x.astype(acc)
@@ -104,7 +105,7 @@ def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training,
     y = _affine(xf, mean, factors)
     if relu:
         y = backend.where(y <= 0, acc(0), y)  # (NaN kept, as relu_passes keeps its gradient)
-    return y.astype(x.dtype), mean, rstd, factors if relu else None
+    return y.astype(x.dtype), mean, rstd, factors if relu or keep_factors else None
 
 
 def _grad_dtype(wdtype, weight, x):
@@ -140,6 +141,7 @@ def batch_norm_backward_ref(dy, x, weight, mean, rstd, factors, batch_stats, nee
 
 # ---------------------------------------------------------------- CUDA
 _THREADS = 256
+_FACTORS_ONLY = 2  # the one-launch forwards' flag (batchnorm.cu): the ReLU's factors written, not applied
 
 
 #: Shared memory per block of the cached-channel kernels (bn_channel_forward caches x in it, bn_channel_backward
@@ -420,7 +422,8 @@ def _plan(shape, nhwc, dtype, wdtype, aligned, backward, training, dev, eager=Fa
     return _launches(geometry, dtype, wdtype, vec, backward, training, dev, nhwc, eager), c
 
 
-def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count):
+def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count,
+                             keep_factors):
     import cupy
 
     first = weight if weight is not None else bias if bias is not None else running_mean  # (they share a dtype)
@@ -431,10 +434,11 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     y = empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)
     # one allocation for mean, rstd and the ReLU's factors (each costs host time), each part aligned
     part_bytes = aligned_bytes(4 * c)
-    stats = cupy.cuda.alloc(part_bytes * (4 if relu else 2))
+    with_factors = relu or keep_factors
+    stats = cupy.cuda.alloc(part_bytes * (4 if with_factors else 2))
     mean = cupy.ndarray((c,), np.float32, stats)
     rstd = cupy.ndarray((c,), np.float32, stats + part_bytes)
-    factors = cupy.ndarray((2, c), np.float32, stats + 2 * part_bytes) if relu else None
+    factors = cupy.ndarray((2, c), np.float32, stats + 2 * part_bytes) if with_factors else None
     update = running_mean is not None
     ya, ma, ra = y.data.ptr, mean.data.ptr, rstd.data.ptr
     wa = 0 if weight is None else weight.data.ptr
@@ -442,7 +446,8 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     fa = _addr(factors)
     rm, rv, cnt = (running_mean.data.ptr, running_var.data.ptr, _addr(count)) if update else (0, 0, 0)
     if plan.channel:  # one launch: statistics, running statistics, the factors and y
-        plan.channel(xa, rm, rv, cnt, wa, ba, ya, fa, ma, ra, eps, factor, int(update))
+        plan.channel(xa, rm, rv, cnt, wa, ba, ya, fa, ma, ra, eps, factor,
+                     int(update) | (0 if relu or not keep_factors else _FACTORS_ONLY))
         return y, mean, rstd, factors
     if training:
         part = cupy.cuda.alloc(c * plan.split * 2 * 4)  # the partial sums: (C, rows, 2), channels-last (rows, C, 2)
@@ -453,7 +458,7 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
             plan.finalize(part.ptr, xa, rm, rv, cnt, wa, ba, ma, ra, fa, plan.split, eps, factor, int(update), 1)
     else:
         plan.finalize(0, xa, running_mean.data.ptr, running_var.data.ptr, 0, wa, ba, ma, ra, fa, 0, eps, 0.0, 0, 0)
-    plan.apply(xa, ma, ra, wa, ba, ya, fa)
+    plan.apply(xa, ma, ra, wa, ba, ya, fa if relu else 0)  # (the finalize wrote kept factors: no ReLU here)
     return y, mean, rstd, factors
 
 
@@ -504,22 +509,24 @@ def _from3(a, shape, nhwc):
     return a.reshape(shape)
 
 
-def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None):
+def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None,
+                       keep_factors=False):
     if not _on_kernels(x) or x.size == 0:
         nhwc = is_channels_last(x)
         y, mean, rstd, factors = batch_norm_forward_ref(_as3(x, nhwc), weight, bias, running_mean, running_var,
-                                                        training, factor, eps, relu, count)
+                                                        training, factor, eps, relu, count, keep_factors)
         return _from3(y, x.shape, nhwc), mean, rstd, factors
     weight, bias = _dense_vector(weight), _dense_vector(bias)
     if running_mean is not None and not (c_contiguous(running_mean) and c_contiguous(running_var)):
         # strided running statistics (a view): the kernels read and write dense vectors, so they update dense
         # copies, written back
         rm, rv = _dense_vector(running_mean), _dense_vector(running_var)
-        out = _batch_norm_forward_cuda(x, weight, bias, rm, rv, training, factor, eps, relu, count)
+        out = _batch_norm_forward_cuda(x, weight, bias, rm, rv, training, factor, eps, relu, count, keep_factors)
         if training:
             running_mean[...], running_var[...] = rm, rv
         return out
-    return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
+    return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count,
+                                    keep_factors)
 
 
 def _dense_vector(a):

@@ -203,13 +203,13 @@ __device__ __forceinline__ D2 tile_totals(const float* a, const float* b, int CO
 }
 
 // The training forward: statistics (the sums of v and v*v, v = x - x[row 0], as bn_partial_nhwc's, finalized as
-// the fold does), the running statistics and the count (block 0 of each cluster), y and, with `relu`, the ReLU (and
-// its factors, store_stats).
+// the fold does), the running statistics and the count (block 0 of each cluster; `flags` as bn_channel_forward's), y
+// and, with `relu`, the ReLU (and its factors, store_stats).
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(TILE_THREADS, 2)
 bn_tile_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
                 const W* __restrict__ b, T* __restrict__ y, float* __restrict__ relu, float* __restrict__ mean,
                 float* __restrict__ rstd, long long M, long long C, int COLS, int CHUNK, float eps, float factor,
-                int update) {
+                int flags) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     TV* cache = reinterpret_cast<TV*>(smem_raw);
@@ -252,7 +252,7 @@ bn_tile_forward(const T* __restrict__ x, W* running_mean, W* running_var, long l
         fb[j] = affine_shift(c, b);
         if (rank == 0) {
             store_stats(c, C, (float)st.mean, st.rstd, w, b, mean, rstd, relu);
-            if (update) update_running(c, st, running_mean, running_var, count, (double)M, factor);
+            if (flags & UPDATE) update_running(c, st, running_mean, running_var, count, (double)M, factor);
         }
     }
     __syncthreads();
@@ -266,7 +266,7 @@ bn_tile_forward(const T* __restrict__ x, W* running_mean, W* running_var, long l
     TV* out = reinterpret_cast<TV*>(y);
     v = v0;
     for (int j = threadIdx.x; j < n_own; j += blockDim.x, v += step)
-        out[v] = apply_vector(load_as<TV>(cache + j), m, scale, bc, relu != nullptr);
+        out[v] = apply_vector(load_as<TV>(cache + j), m, scale, bc, relu != nullptr && !(flags & FACTORS_ONLY));
     cluster_wait();  // no block exits while another may still read its sums
 }
 

@@ -7,8 +7,17 @@ the context (no mask: the backward recomputes the ReLU's decisions from x, which
 never recomputes the statistics (``backward_graph``, for create_graph=True, does: see
 :func:`_graph_grads`); the running statistics (and a module's batch counter) are raw arrays updated in place by the
 forward's statistics pass.
+
+A separate ReLU after a BatchNorm (``F.relu(self.bn(x))``, as models are written one op at a time) costs a pass over
+the gradient in its backward. A recorded forward without the ReLU keeps the factors too (``relu_factors``; the same
+kernel writes them), and when the ReLU's backward finds this BatchNorm its sole producer it hands over its gradient
+(``ops.elementwise.ReluGrad``): the backward then applies the ReLU's decisions, recomputed from the factors as for the
+fused ReLU, in its own pass. Those are the ReLU's own decisions but where a positive affine rounds to zero in a 16-bit
+output (the ReLU's mask cuts it; the recomputation passes it), as with the fused ReLU. :data:`stats` counts it.
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from ..autograd import Context, Function
 from ..autograd.higher import differentiate
@@ -16,18 +25,25 @@ from ..kernels import batchnorm as K
 from ..kernels import is_channels_last, to_layout
 from ..tensor import Tensor
 from .conv import Conv2dFn
-from .elementwise import where, zero_tied
+from .elementwise import ReluGrad, where, zero_tied
 from .norm import _wide, normalized
+
+
+#: ``relu_from_consumer``: backwards that applied a separate ReLU's decisions handed over to them (for tests).
+stats: Counter = Counter()
 
 
 class BatchNormFn(Function):
     @staticmethod
     def forward(ctx, x, weight, bias, *, running_mean, running_var, training, factor, eps, relu, count):
         x = to_layout(x, is_channels_last(x))
+        keep = not relu and ctx.recording
         y, mean, rstd, factors = K.batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor,
-                                                      eps, relu, count)
+                                                      eps, relu, count, keep)
         ctx.save_for_backward(x, weight)
-        ctx.mean, ctx.rstd, ctx.factors, ctx.batch_stats, ctx.eps = mean, rstd, factors, training, eps
+        ctx.mean, ctx.rstd, ctx.batch_stats, ctx.eps = mean, rstd, training, eps
+        # the fused ReLU's factors, or those kept for a separate ReLU after it
+        ctx.factors, ctx.relu_factors = (None, factors) if keep else (factors, None)
         # dw and db come in the parameters' dtype (weight's and bias's, one), which need not be x's: a bias alone
         # sets it too
         ctx.wdtype = next((p.dtype for p in (weight, bias) if p is not None), None)
@@ -37,8 +53,12 @@ class BatchNormFn(Function):
     def backward(ctx, gy):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
+        factors = ctx.factors
+        if type(gy) is ReluGrad:  # the following ReLU's backward, handed over: its decisions applied here
+            gy, factors = gy.g, ctx.relu_factors
+            stats["relu_from_consumer"] += 1
         gy = to_layout(gy, is_channels_last(x))
-        dx, dw, db = K.batch_norm_backward(gy, x, weight, ctx.mean, ctx.rstd, ctx.factors, ctx.batch_stats,
+        dx, dw, db = K.batch_norm_backward(gy, x, weight, ctx.mean, ctx.rstd, factors, ctx.batch_stats,
                                            need_dx=need_x, need_dw=need_w or need_b, wdtype=ctx.wdtype)
         return dx, dw if need_w else None, db if need_b else None
 
@@ -99,7 +119,7 @@ class ConvBatchNormFn(Function):
         conv_ctx, norm_ctx = Context(needs[:3]), Context((any(needs[:3]), needs[3], needs[4]))
         y = BatchNormFn.forward(norm_ctx, Conv2dFn.forward(conv_ctx, x, weight, bias, **conv), bn_weight, bn_bias,
                                 **norm)
-        ctx.parts = conv_ctx, norm_ctx
+        ctx.parts, ctx.relu_factors = (conv_ctx, norm_ctx), norm_ctx.relu_factors  # (BatchNormFn.backward takes it)
         # checked against in-place changes: what the convolution saved (the inputs it keeps) and BatchNorm's weight
         ctx.save_for_backward(*conv_ctx.saved, norm_ctx.saved[1])
         return y

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from .. import backend
-from ..autograd import Function
+from ..autograd import Function, Handoff
 from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
@@ -676,9 +676,23 @@ class Sigmoid(Function):
         return g * (1 - y) * y
 
 
+class ReluGrad(Handoff):
+    """The gradient at a ReLU's output, which its backward hands to the op that produced its input instead of
+    applying its mask: an op whose context holds ``relu_factors`` (BatchNorm's, ``ops.batchnorm``) applies the
+    ReLU's decisions in its own backward pass, as it does for the ReLU fused into it, and the ReLU's pass over
+    the gradient is saved."""
+
+    __slots__ = ("g",)
+
+    def __init__(self, g):
+        self.g = g
+
+
 class Relu(Function):
     """Keeps a bit-packed mask of ``x > 0`` or NaN (1 bit per element, not the output), taken before the
-    result is written, so the in-place form (``out`` is ``x``) has the same backward."""
+    result is written, so the in-place form (``out`` is ``x``) has the same backward. When the engine names the op
+    that produced x this ReLU's sole producer and that op can apply the ReLU's backward itself (see
+    :class:`ReluGrad`), the backward hands it the gradient instead."""
 
     @staticmethod
     def forward(ctx, x, out=None):
@@ -690,6 +704,9 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, g):
+        p = ctx.sole_producer(0)
+        if p is not None and p.__dict__.get("relu_factors") is not None:
+            return ReluGrad(g)
         return K.mask_apply(g, ctx.mask, channels_last=ctx.channels_last)
 
     @staticmethod
