@@ -48,23 +48,37 @@ def _argnums(op, argnums, args):
         raise RuntimeError(f"{op}: argnums must be an int or a tuple of ints indexing the {len(args)} positional "
                            f"arguments, got {argnums!r}")
     for i in nums:
-        if not isinstance(args[i], _Tensor) or not args[i].is_floating_point():
-            raise RuntimeError(f"{op}: the argument {i} to differentiate must be a floating-point tensor, got "
-                               f"{type(args[i]).__name__ if not isinstance(args[i], _Tensor) else args[i].dtype}")
+        _checked_leaves(op, i, args[i])
     return nums
 
 
+def _checked_leaves(op, i, tree):
+    """The tensors of argument ``i`` (a tensor, or dicts, lists and tuples of them: a pytree), each to be
+    differentiated, so floating-point."""
+    leaves = _leaves(tree)
+    for t in leaves:
+        if not isinstance(t, _Tensor):
+            raise ValueError(f"{op}: the argument {i} to differentiate must be a tensor or a pytree (dicts, lists, "
+                             f"tuples) of tensors, got a {type(t).__name__}")
+        if not t.is_floating_point():
+            raise RuntimeError(f"{op}: the argument {i} to differentiate must hold floating-point tensors, got "
+                               f"{t.dtype}")
+    return leaves
+
+
 def _traced(op, func, args, kwargs, nums, has_aux):
-    """``func`` called with tensors that require grad at ``nums``: (those tensors, output, aux). Each is a fresh
-    leaf, cut from any outer graph, unless the argument requires grad in grad mode (an outer transform's, or a
-    graph the caller differentiates): then a view of it, so the gradients taken (with ``create_graph``, see
-    :func:`_nested`) differentiate further."""
+    """``func`` called with tensors that require grad at ``nums``: (those tensors, flat, the arguments they came in,
+    to :func:`_regroup` their gradients by, output, aux). Each is a fresh leaf, cut from any outer graph, unless
+    it requires grad in grad mode (an outer transform's, or a graph the caller differentiates): then a view of it,
+    so the gradients taken (with ``create_graph``, see :func:`_nested`) differentiate further."""
     args = list(args)
-    leaves = []
+    leaves, trees = [], []
     for i in nums:
-        a = args[i]
-        args[i] = a.view_as(a) if a.requires_grad and _autograd.is_grad_enabled() else a.detach().requires_grad_()
-        leaves.append(args[i])
+        fresh = [a.view_as(a) if a.requires_grad and _autograd.is_grad_enabled() else a.detach().requires_grad_()
+                 for a in _checked_leaves(op, i, args[i])]
+        args[i] = _rebuild(args[i], fresh)
+        trees.append(args[i])
+        leaves += fresh
     with _autograd.enable_grad():
         out = func(*args, **kwargs)
     aux = None
@@ -72,7 +86,17 @@ def _traced(op, func, args, kwargs, nums, has_aux):
         if not (isinstance(out, tuple) and len(out) == 2):
             raise RuntimeError(f"{op}(f)(*args): with has_aux=True, f must return a (output, aux) tuple")
         out, aux = out
-    return leaves, out, aux
+    return leaves, trees, out, aux
+
+
+def _regroup(trees, flat):
+    """The tensors ``flat`` (one per leaf of ``trees``, in order) in the structures of ``trees``: a tuple."""
+    out, start = [], 0
+    for tree in trees:
+        n = len(_leaves(tree))
+        out.append(_rebuild(tree, flat[start:start + n]))
+        start += n
+    return tuple(out)
 
 
 def _nested(leaves):
@@ -97,11 +121,11 @@ def grad_and_value(func, argnums=0, has_aux=False):
     arguments at ``argnums``, that output) -- ``(grad, (output, aux))`` with ``has_aux``."""
     def wrapper(*args, **kwargs):
         nums = _argnums("grad_and_value", argnums, args)
-        leaves, out, aux = _traced("grad_and_value", func, args, kwargs, nums, has_aux)
+        leaves, trees, out, aux = _traced("grad_and_value", func, args, kwargs, nums, has_aux)
         if not isinstance(out, _Tensor) or out.numel() != 1:
             raise RuntimeError(f"grad_and_value(f)(*args): expected f(*args) to return a scalar tensor, got "
                                f"{tuple(out.shape) if isinstance(out, _Tensor) else type(out).__name__}")
-        grads = _grads([out], leaves, [None])
+        grads = _regroup(trees, _grads([out], leaves, [None]))
         g = grads[0] if isinstance(argnums, int) else grads
         value = out if _nested(leaves) else out.detach()
         return (g, (value, aux)) if has_aux else (g, value)
@@ -121,70 +145,76 @@ def grad(func, argnums=0, has_aux=False):
 
 def vjp(func, *primals, has_aux=False):
     """``torch.func.vjp``: ``(func(*primals), vjp_fn)`` (with ``aux`` last for ``has_aux``); ``vjp_fn(cotangents)``
-    gives the vector-Jacobian product for every primal, a tuple (callable more than once)."""
-    leaves, out, aux = _traced("vjp", func, primals, {}, tuple(range(len(primals))), has_aux)
-    outs = out if isinstance(out, tuple) else (out,)
+    (cotangents in the output's structure) gives the vector-Jacobian product for every primal, a tuple, each in its
+    primal's structure (callable more than once)."""
+    leaves, trees, out, aux = _traced("vjp", func, primals, {}, tuple(range(len(primals))), has_aux)
+    outs = _leaves(out)
 
     def vjp_fn(*cotangents):
-        cts = cotangents[0] if len(cotangents) == 1 and isinstance(out, tuple) else cotangents
+        cts = _leaves(cotangents[0] if len(cotangents) == 1 else cotangents)
         if len(cts) != len(outs):
             raise RuntimeError(f"vjp_fn: expected {len(outs)} cotangents, one per output, got {len(cts)}")
-        return _grads(outs, leaves, cts, retain_graph=True)
+        return _regroup(trees, _grads(outs, leaves, cts, retain_graph=True))
 
-    value = tuple(o.detach() for o in outs) if isinstance(out, tuple) else out.detach()
+    value = _rebuild(out, [o.detach() for o in outs])
     return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
 
 
 def jacrev(func, argnums=0, has_aux=False):
-    """``torch.func.jacrev``: a function returning the Jacobian of ``func``'s tensor output for the arguments at
-    ``argnums`` (shape ``out.shape + arg.shape``; a tuple for a tuple ``argnums``), one backward per output
-    element."""
+    """``torch.func.jacrev``: a function returning the Jacobian of ``func``'s output for the arguments at
+    ``argnums``: for each output tensor (the output's structure kept), shape ``out.shape + arg.shape`` per argument
+    tensor (the argument's structure kept; a tuple over a tuple ``argnums``), one backward per output element."""
     def wrapper(*args, **kwargs):
         nums = _argnums("jacrev", argnums, args)
-        leaves, out, aux = _traced("jacrev", func, args, kwargs, nums, has_aux)
-        if not isinstance(out, _Tensor):
-            raise RuntimeError(f"jacrev(f)(*args): expected f(*args) to return a tensor, got {type(out).__name__}")
-        flat = out.reshape(-1)
-        rows = [_grads([flat[k]], leaves, [None], retain_graph=True) for k in range(flat.shape[0])]
-        jac = tuple((_stack([r[j] for r in rows]) if rows else leaf.detach().new_zeros((0, *leaf.shape)))
-                    .reshape(*out.shape, *leaf.shape) for j, leaf in enumerate(leaves))
-        jac = jac[0] if isinstance(argnums, int) else jac
+        leaves, trees, out, aux = _traced("jacrev", func, args, kwargs, nums, has_aux)
+        outs = _leaves(out)
+        if not all(isinstance(o, _Tensor) for o in outs):
+            raise RuntimeError(f"jacrev(f)(*args): expected f(*args) to return a tensor or a pytree of tensors, got "
+                               f"{type(out).__name__}")
+        jacs = []
+        for o in outs:
+            flat = o.reshape(-1)
+            rows = [_grads([flat[k]], leaves, [None], retain_graph=True) for k in range(flat.shape[0])]
+            jac = _regroup(trees, [(_stack([r[j] for r in rows]) if rows else leaf.detach().new_zeros((0, *leaf.shape)))
+                                   .reshape(*o.shape, *leaf.shape) for j, leaf in enumerate(leaves)])
+            jacs.append(jac[0] if isinstance(argnums, int) else jac)
+        jac = _rebuild(out, jacs)
         return (jac, aux) if has_aux else jac
     return wrapper
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """``torch.func.jvp``: ``(func(*primals), J·tangents)`` (with ``aux`` last for ``has_aux``), the product shaped
-    as the output (a tuple for a tuple output). Reverse mode twice: with u zeros that require grad, uᵀJ is
+    """``torch.func.jvp``: ``(func(*primals), J·tangents)`` (with ``aux`` last for ``has_aux``), the product in the
+    output's structure (each tangent in its primal's). Reverse mode twice: with u zeros that require grad, uᵀJ is
     differentiated with respect to u, weighted by the tangents."""
     for name, value in (("primals", primals), ("tangents", tangents)):
         if not isinstance(value, tuple):
             raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it should be valid to "
                                f"call f(*primals).")
-    if len(primals) != len(tangents):
+    nums = _argnums("jvp", tuple(range(len(primals))), primals)
+    flat_primals, flat_tangents = _leaves(primals), _leaves(tangents)
+    if len(primals) != len(tangents) or len(flat_primals) != len(flat_tangents):
         raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same python "
-                           f"structure: got {len(primals)} primals and {len(tangents)} tangents")
-    for p, t in zip(primals, tangents):
+                           f"structure: got {len(flat_primals)} primal and {len(flat_tangents)} tangent tensors")
+    for p, t in zip(flat_primals, flat_tangents):
         if not isinstance(t, _Tensor) or tuple(t.shape) != tuple(p.shape):
             raise RuntimeError(f"jvp(f, primals, tangents): each tangent must be a tensor of its primal's size "
                                f"{list(p.shape)}, got {list(t.shape) if isinstance(t, _Tensor) else type(t).__name__}")
-    leaves, out, aux = _traced("jvp", func, primals, {}, _argnums("jvp", tuple(range(len(primals))), primals),
-                               has_aux)
-    outs = out if isinstance(out, tuple) else (out,)
+    leaves, _, out, aux = _traced("jvp", func, primals, {}, nums, has_aux)
+    outs = _leaves(out)
     nested = _nested(leaves)
     live = [o for o in outs if o.requires_grad]
     us = [o.detach().new_zeros(o.shape).requires_grad_() for o in live]
     products = {}
     if live:
         grads = _autograd.grad(live, leaves, us, create_graph=True, allow_unused=True)
-        pairs = [(g, t) for g, t in zip(grads, tangents) if g is not None]
+        pairs = [(g, t) for g, t in zip(grads, flat_tangents) if g is not None]
         if pairs:
             found = _autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs], create_graph=nested,
                                    allow_unused=True)
             products = {id(o): f for o, f in zip(live, found) if f is not None}
-    jv = tuple(products.get(id(o), o.detach() * 0) for o in outs)
-    value = outs if nested else tuple(o.detach() for o in outs)
-    value, jv = (value, jv) if isinstance(out, tuple) else (value[0], jv[0])
+    jv = _rebuild(out, [products.get(id(o), o.detach() * 0) for o in outs])
+    value = out if nested else _rebuild(out, [o.detach() for o in outs])
     return (value, jv, aux) if has_aux else (value, jv)
 
 
@@ -200,12 +230,28 @@ def hessian(func, argnums=0):
 
 
 def _tree_map(fn, tree):
-    """``fn`` applied to every leaf of ``tree`` (dicts, lists and tuples of leaves, nested), the structure kept."""
+    """``fn`` applied to every leaf of ``tree`` (dicts, lists, tuples and namedtuples of leaves, nested: PyTorch's
+    pytrees), the structure kept."""
     if isinstance(tree, dict):
         return type(tree)((k, _tree_map(fn, v)) for k, v in tree.items())
-    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*(_tree_map(fn, v) for v in tree))
+    if isinstance(tree, (list, tuple)):
         return type(tree)(_tree_map(fn, v) for v in tree)
     return fn(tree)
+
+
+def _leaves(tree):
+    """The leaves of ``tree`` (see :func:`_tree_map`), in order."""
+    out = []
+    _tree_map(out.append, tree)
+    return out
+
+
+def _rebuild(tree, leaves):
+    """``tree`` with its leaves replaced, in order, by ``leaves``."""
+    it = iter(leaves)
+    return _tree_map(lambda _: next(it), tree)
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):

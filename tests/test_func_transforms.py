@@ -40,6 +40,49 @@ def test_vjp_and_jacrev():
     np.testing.assert_allclose(jw.numpy(), np.einsum("ij,k->ijk", np.eye(2), X0))
 
 
+def test_transforms_take_pytrees_of_tensors():
+    """As PyTorch's: an argument may be a dict, list, tuple or namedtuple of tensors (a model's parameters for
+    functional_call: grad(loss)(params), the meta-learning inner step), its gradients and Jacobians come in its
+    structure, and vjp / jacrev / jvp keep an output's structure too (float64 formulas)."""
+    from collections import namedtuple
+
+    rng = np.random.default_rng(0)
+    model = mf.nn.Linear(3, 2).double()
+    w, b, x = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((4, 3))
+    params = {"weight": mf.tensor(w), "bias": mf.tensor(b)}
+    g = func.grad(lambda p: (func.functional_call(model, p, (mf.tensor(x),)) ** 2).sum())(params)
+    y = x @ w.T + b
+    assert list(g) == ["weight", "bias"]
+    np.testing.assert_allclose(g["weight"].numpy(), 2 * y.T @ x, rtol=1e-12)
+    np.testing.assert_allclose(g["bias"].numpy(), 2 * y.sum(0), rtol=1e-12)
+
+    pair = namedtuple("pair", "a b")
+    t = mf.tensor(X0)
+    g = func.grad(lambda p, q: (p.a * p.b).sum() + (q[1]["c"] ** 2).sum(), argnums=(0, 1))(pair(t, t + 1),
+                                                                                           [t, {"c": t}])
+    assert type(g[0]) is pair and isinstance(g[1], list) and list(g[1][1]) == ["c"]
+    assert g[0].a.tolist() == (X0 + 1).tolist() and g[0].b.tolist() == X0.tolist()
+    assert g[1][0].tolist() == [0.0] * 3 and g[1][1]["c"].tolist() == (2 * X0).tolist()
+
+    out, vjp_fn = func.vjp(lambda p: {"y": p["a"] * 2, "z": p["a"].sum()}, {"a": t})
+    assert out["y"].tolist() == (2 * X0).tolist() and not out["z"].requires_grad
+    (ga,) = vjp_fn({"y": mf.ones(3, dtype=mf.float64), "z": mf.tensor(2.0, dtype=mf.float64)})
+    assert ga["a"].tolist() == [4.0, 4.0, 4.0]
+    jac = func.jacrev(lambda p, q: {"u": p["a"] * q, "v": q.sum()}, argnums=(0, 1))({"a": t}, t + 1)
+    np.testing.assert_array_equal(jac["u"][0]["a"].numpy(), np.diag(X0 + 1))
+    np.testing.assert_array_equal(jac["u"][1].numpy(), np.diag(X0))
+    assert jac["v"][0]["a"].tolist() == [0.0] * 3 and jac["v"][1].tolist() == [1.0] * 3
+    value, jv = func.jvp(lambda p: {"s": (p["a"] ** 2).sum()}, ({"a": t},), ({"a": mf.ones(3, dtype=mf.float64)},))
+    assert value["s"].item() == (X0 ** 2).sum() and jv["s"].item() == 2 * X0.sum()
+    np.testing.assert_array_equal(func.hessian(lambda p: (p["a"] ** 3).sum())({"a": t})["a"]["a"].numpy(),
+                                  np.diag(6 * X0))
+    with pytest.raises(ValueError, match="grad_and_value: the argument 0 to differentiate must be a tensor or a "
+                                         "pytree .* got a int"):
+        func.grad(lambda p: p["a"].sum())({"a": t, "n": 3})
+    with pytest.raises(RuntimeError, match="must hold floating-point tensors, got int64"):
+        func.grad(lambda p: p["a"].sum())({"a": mf.arange(3)})
+
+
 def test_vmap_of_grad_gives_per_sample_gradients(device):
     rng = np.random.default_rng(0)
     w, xs, ys = rng.standard_normal((2, 3)), rng.standard_normal((4, 3)), rng.standard_normal(4)
