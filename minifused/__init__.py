@@ -12,8 +12,8 @@ from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_
 from .autograd import (Function, detect_anomaly, enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,
-                      float64, get_default_dtype, get_rng_state, initial_seed, int8, int16, int32, int64,
-                      manual_seed, seed, set_debug, set_default_dtype, set_rng_state, uint8)
+                      float64, get_default_dtype, get_rng_state, initial_seed, int8, int16, int32, int64, seed,
+                      set_debug, set_default_dtype, set_rng_state, uint8)
 from .backend import Device as device  # noqa: N813 - minifused.device('cuda') as in PyTorch
 from .tensor import Tensor, set_printoptions
 from .backend import Generator  # noqa: E402 - torch.Generator (cpu)
@@ -45,6 +45,7 @@ from . import distributed  # noqa: E402 - torch.distributed (it also gives nn.pa
 from . import func  # noqa: E402 - torch.func: functional_call
 from .func import vmap  # noqa: E402,F401 - torch.vmap is torch.func.vmap
 from . import cpu, random  # noqa: E402 - torch.cpu (device-agnostic code's cpu module), torch.random (fork_rng)
+from .random import manual_seed  # noqa: E402,F401 - torch.manual_seed returns torch.default_generator
 from . import jit  # noqa: E402 - torch.jit's decorators and queries (no TorchScript: script/trace refuse)
 from . import compiler  # noqa: E402 - torch.compiler's queries (False) and decorators (the function as it is)
 from . import distributions  # noqa: E402 - torch.distributions

@@ -539,9 +539,12 @@ _generators = _Generators(int.from_bytes(os.urandom(6), "little"))
 
 
 def manual_seed(seed: int) -> None:
-    """Seed the random numbers of every device (NumPy and CuPy) at once."""
+    """Seed the random numbers of every device (NumPy and CuPy) at once. ``seed`` is a 64-bit integer, signed or
+    not, as PyTorch's: a negative one is taken as its two's complement."""
     global _generators
-    _generators = _Generators(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise ValueError("Overflow when unpacking long long")
+    _generators = _Generators(seed % 2 ** 64)
 
 
 def initial_seed() -> int:

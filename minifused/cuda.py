@@ -83,8 +83,8 @@ def synchronize(device=None) -> None:
 
 def manual_seed(seed: int) -> None:
     """Seed the CUDA generators. minifused seeds all devices from one seed, so this is
-    :func:`minifused.manual_seed` (which also seeds the cpu generator)."""
-    backend.manual_seed(seed)
+    :func:`minifused.manual_seed` (which also seeds the cpu generator), without its return value."""
+    backend.manual_seed(int(seed))
 
 
 manual_seed_all = manual_seed

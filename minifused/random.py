@@ -7,13 +7,20 @@ import warnings
 
 from . import backend
 from .amp import _TORCH_DEVICE_TYPES
-from .backend import get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .backend import get_rng_state, initial_seed, seed, set_rng_state
 from .toplevel.runtime import default_generator  # (torch.random.default_generator is torch's)
 
 __all__ = ["default_generator", "set_rng_state", "get_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng",
            "thread_safe_generator"]
 
 _warned = [False]
+
+
+def manual_seed(seed):
+    """``torch.manual_seed``: seed the cpu generator and the CUDA ones (minifused seeds every device from one seed)
+    and return the default cpu generator, so ``generator=manual_seed(0)`` reads as in PyTorch. ``seed`` goes
+    through ``int()`` first, as PyTorch's does (3.7 and "3" seed 3)."""
+    return default_generator.manual_seed(int(seed))
 
 
 @contextlib.contextmanager

@@ -100,6 +100,25 @@ def test_default_generator_manual_seed_checks_as_pytorch():
     mf.manual_seed(0)
 
 
+def test_manual_seed_returns_the_default_generator_as_pytorch():
+    # torch.manual_seed returns torch.default_generator, so `generator=torch.manual_seed(0)` draws the seeded stream
+    g = mf.manual_seed(5)
+    assert g is mf.default_generator and mf.random.manual_seed(5) is g and g.initial_seed() == 5
+    a = mf.rand(3, generator=mf.manual_seed(5), device="cpu").numpy()
+    mf.manual_seed(5)
+    np.testing.assert_array_equal(mf.rand(3, device="cpu").numpy(), a)
+    # the seed goes through int() first (3.7 and "3" seed 3, True 1); a negative one is its two's complement
+    for given, seed in ((3.7, 3), ("3", 3), (True, 1), (-1, 2 ** 64 - 1), (-2 ** 63, 2 ** 63)):
+        assert mf.manual_seed(given).initial_seed() == seed
+    for bad in (2 ** 64, -2 ** 63 - 1):
+        with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+            mf.manual_seed(bad)
+    with pytest.raises(TypeError):
+        mf.manual_seed(None)
+    assert mf.cuda.manual_seed(-1) is None and mf.initial_seed() == 2 ** 64 - 1
+    mf.manual_seed(0)
+
+
 # ---------------------------------------------------------------- to_dlpack
 class _DLTensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),

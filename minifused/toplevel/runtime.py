@@ -34,8 +34,8 @@ class _DefaultGenerator(backend.Generator):
     """``torch.default_generator``: the global cpu generator, the one ``minifused.manual_seed`` seeds and random
     ops draw from without ``generator=``. Every draw and state read goes to that generator as it is at the call
     (``manual_seed`` replaces it), so ``randn(3, generator=default_generator)`` continues the global stream.
-    ``manual_seed(s)`` is :func:`minifused.manual_seed` (which seeds the CUDA generators too, minifused seeding
-    all devices from one seed) and returns the generator; ``initial_seed()`` is :func:`minifused.initial_seed`."""
+    ``manual_seed(s)`` seeds as :func:`minifused.manual_seed` does (the CUDA generators too, minifused seeding all
+    devices from one seed) and returns the generator; ``initial_seed()`` is :func:`minifused.initial_seed`."""
 
     _OWN = frozenset(("manual_seed", "initial_seed", "seed", "get_state", "set_state", "device", "_seed", "_OWN"))
 
@@ -50,10 +50,7 @@ class _DefaultGenerator(backend.Generator):
     def manual_seed(self, seed):
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
-        seed = int(seed)
-        if not -2 ** 63 <= seed < 2 ** 64:
-            raise ValueError("Overflow when unpacking long long")
-        backend.manual_seed(seed % 2 ** 64)  # a negative seed as its two's complement, as PyTorch's
+        backend.manual_seed(int(seed))
         return self
 
     def initial_seed(self):
