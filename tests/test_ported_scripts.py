@@ -26,7 +26,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "zoo_unet[transpose]", "vit_idioms[einsum]", "vit_idioms[sdpa]", "vit_idioms[mixer]",
            "infra_idioms", "text_audio_idioms[bag]", "text_audio_idioms[lstm]", "text_audio_idioms[textcnn]",
            "text_audio_idioms[wavenet]", "segmentation_idioms", "segmentation_idioms[focal]", "classic_cnn_idioms",
-           "gan_regularization_idioms", "gan_regularization_idioms[hinge]", "tabular_idioms")
+           "gan_regularization_idioms", "gan_regularization_idioms[hinge]", "tabular_idioms", "finetune_idioms",
+           "finetune_idioms[llrd]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -148,6 +149,8 @@ CPU_ARGS = {
     "gan_regularization_idioms[hinge]": ["--loss", "hinge", "--norm", "layer", "--spectral-norm", "--steps", "15",
                                          "--seed", "0"],
     "tabular_idioms": ["--steps", "120", "--seed", "0"],
+    "finetune_idioms": ["--steps", "12", "--seed", "0"],
+    "finetune_idioms[llrd]": ["--head", "replace", "--schedule", "llrd", "--steps", "12", "--seed", "0"],
 }
 
 
@@ -255,6 +258,9 @@ PARITY_ARGS = {
     # a small training set: the plateau scheduler halves the lr twice within the 20 steps
     "tabular_idioms": ["--train-size", "32", "--batch-size", "16", "--lr", "0.01", "--patience", "20", "--dropout", "0",
                        "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "finetune_idioms": ["--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "finetune_idioms[llrd]": ["--head", "replace", "--schedule", "llrd", "--no-shuffle", "--steps", str(PARITY_STEPS),
+                              "--seed", "3"],
 }
 
 
