@@ -27,7 +27,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "infra_idioms", "text_audio_idioms[bag]", "text_audio_idioms[lstm]", "text_audio_idioms[textcnn]",
            "text_audio_idioms[wavenet]", "segmentation_idioms", "segmentation_idioms[focal]", "classic_cnn_idioms",
            "gan_regularization_idioms", "gan_regularization_idioms[hinge]", "tabular_idioms", "finetune_idioms",
-           "finetune_idioms[llrd]", "detection_idioms", "detection_idioms[ce]")
+           "finetune_idioms[llrd]", "detection_idioms", "detection_idioms[ce]", "mlp_fields_idioms[nerf]",
+           "mlp_fields_idioms[siren]", "mlp_fields_idioms[flow]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -153,6 +154,9 @@ CPU_ARGS = {
     "finetune_idioms[llrd]": ["--head", "replace", "--schedule", "llrd", "--steps", "12", "--seed", "0"],
     "detection_idioms": ["--steps", "30", "--seed", "0"],
     "detection_idioms[ce]": ["--loss", "ce", "--steps", "30", "--seed", "0"],
+    "mlp_fields_idioms[nerf]": ["--arch", "nerf", "--steps", "20", "--seed", "0"],
+    "mlp_fields_idioms[siren]": ["--arch", "siren", "--inner-steps", "1", "--steps", "20", "--seed", "0"],
+    "mlp_fields_idioms[flow]": ["--arch", "flow", "--steps", "30", "--seed", "0"],
 }
 
 
@@ -267,6 +271,11 @@ PARITY_ARGS = {
     # lr 0.003: at 0.02 the softmax head's run is chaotic (PyTorch's own run moves by 4e-3 under a 1e-6 perturbation)
     "detection_idioms[ce]": ["--loss", "ce", "--lr", "0.003", "--no-shuffle", "--steps", str(PARITY_STEPS),
                              "--seed", "3"],
+    # nerf at lr 2e-3: at the default 5e-3 PyTorch's own run moves by 1.4e-4 under a 1e-6 weight perturbation
+    "mlp_fields_idioms[nerf]": ["--arch", "nerf", "--lr", "2e-3", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "mlp_fields_idioms[siren]": ["--arch", "siren", "--inner-steps", "1", "--steps", str(PARITY_STEPS), "--seed",
+                                 "3"],
+    "mlp_fields_idioms[flow]": ["--arch", "flow", "--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
