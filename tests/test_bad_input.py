@@ -64,7 +64,7 @@ CASES = [
     ("backward_twice", backward_twice, RuntimeError, "second time"),
     ("leaf_inplace", lambda: t(3, requires_grad=True).add_(1), RuntimeError, "in-place"),
     ("gradient_shape", lambda: (t(3, requires_grad=True) * 2).backward(mf.ones(4)), RuntimeError,
-     r"gradient has shape \(4,\)"),
+     r"Mismatch in shape: grad_output\[0\] has a shape of \(4,\)"),
     # layers
     ("linear_activation", lambda: nn.Linear(3, 4, activation="tanh"), ValueError, "activation"),
     ("conv_module_kernel", lambda: nn.Conv2d(1, 2, 0), ValueError, "kernel_size"),
@@ -593,9 +593,13 @@ def test_backward_gradient_is_cast_to_the_tensor_dtype(device, given):
 
 def test_backward_gradient_of_the_wrong_shape_or_device_changes_nothing():
     x = mf.tensor([1.0, 2.0, 3.0], device="cpu", requires_grad=True)
-    with pytest.raises(RuntimeError, match=r"backward\(\): gradient has shape \(2,\) but the tensor has shape \(3,\)"):
+    with pytest.raises(RuntimeError, match=r"backward\(\): Mismatch in shape: grad_output\[0\] has a shape of \(2,\) "
+                                           r"and output\[0\] has a shape of \(3,\)"):
         (x * 2).backward(mf.ones(2, device="cpu"))
     assert x.grad is None
+    for create_graph in (False, True):  # autograd.grad names itself
+        with pytest.raises(RuntimeError, match=r"grad\(\): Mismatch in shape: grad_output\[1\] has a shape of \(2,\)"):
+            mf.autograd.grad([x.sum(), x * 2], x, grad_outputs=[None, mf.ones(2)], create_graph=create_graph)
     if mf.cuda_available():
         with pytest.raises(RuntimeError, match="gradient is on cuda"):
             (x * 2).backward(mf.ones(3, device="cuda"))

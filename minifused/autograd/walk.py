@@ -251,29 +251,33 @@ def _any_array(grads):
     return next(g for g in grads if g is not None and not isinstance(g, Handoff))
 
 
-def _seed(root, gradient, i=0):
-    """The gradient of ``root`` the walk starts from, and the caller's array (None for the implicit one)."""
+def _seed(root, gradient, i=0, op="backward()"):
+    """The gradient of ``root`` (output ``i`` of the call ``op``) the walk starts from, and the caller's array (None
+    for the implicit one)."""
     if not root.requires_grad:
-        raise RuntimeError(f"backward(): element {i} of tensors does not require grad and does not have a grad_fn")
+        raise RuntimeError(f"{op}: element {i} of tensors does not require grad and does not have a grad_fn")
     if root._rewritten is not None:
-        _refuse_rewritten("backward()", root)
+        _refuse_rewritten(op, root)
     if gradient is None:
         if root._data.size != 1:
             raise RuntimeError(
-                f"backward(): grad can be implicitly created only for scalar outputs, got shape "
+                f"{op}: grad can be implicitly created only for scalar outputs, got shape "
                 f"{tuple(root.shape)}; pass gradient= of that shape")
         return backend.ones_like(root._data), None
     if not isinstance(gradient, _Tensor):
-        raise TypeError(f"backward(): gradients can be either Tensors or None, but got {type(gradient).__name__}")
+        raise TypeError(f"{op}: gradients can be either Tensors or None, but got {type(gradient).__name__}")
     if gradient.device != root.device:
-        raise RuntimeError(f"backward(): gradient is on {gradient.device} but the tensor is on {root.device}")
-    return _fit(gradient._data, root._data, "backward(): gradient"), gradient._data
+        raise RuntimeError(f"{op}: gradient is on {gradient.device} but the tensor is on {root.device}")
+    if gradient.shape != root.shape:  # (PyTorch's words)
+        raise RuntimeError(f"{op}: Mismatch in shape: grad_output[{i}] has a shape of {tuple(gradient.shape)} and "
+                           f"output[{i}] has a shape of {tuple(root.shape)}")
+    return _fit(gradient._data, root._data, f"{op}: gradient"), gradient._data
 
 
-def _graph_seed(root, gradient, i=0):
+def _graph_seed(root, gradient, i=0, op="backward()"):
     """:func:`_seed` for a walk that records itself: the gradient as a tensor (the caller's own, which may require
     grad: a Hessian-vector product differentiates through it)."""
-    array, _ = _seed(root, gradient, i)
+    array, _ = _seed(root, gradient, i, op)
     if gradient is None or array is not gradient._data:
         return _Tensor._from_array(array) if gradient is None else gradient.to(root.dtype)
     return gradient
@@ -383,7 +387,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         outer, _callbacks.queue = _callbacks.queue, []
         grad_mode, _mode.enabled = _mode.enabled, False  # (as backward's walk)
         try:  # one walk from every output: each node and hook runs once, on its whole gradient
-            seeds = [_seed(out, g, i) for i, (out, g) in enumerate(zip(outputs, grad_outputs))]
+            seeds = [_seed(out, g, i, "grad()") for i, (out, g) in enumerate(zip(outputs, grad_outputs))]
             user_grads = tuple(u for _, u in seeds if u is not None)
             _backward([(out, seed) for out, (seed, _) in zip(outputs, seeds)], _Collected(user_grads, inputs),
                       bool(retain_graph), inputs)
@@ -450,7 +454,7 @@ def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
     after their hooks."""
     outer, _callbacks.queue = _callbacks.queue, []
     try:
-        roots = [(out, _graph_seed(out, g, i)) for i, (out, g) in enumerate(zip(outputs, grad_outputs))]
+        roots = [(out, _graph_seed(out, g, i, "grad()")) for i, (out, g) in enumerate(zip(outputs, grad_outputs))]
         found = higher.walk(roots, inputs, retain_graph)
         wanted = {id(t) for t in inputs}
         with enable_grad():  # (the leaves' hooks are recorded)
