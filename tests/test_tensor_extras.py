@@ -303,6 +303,21 @@ def test_queries():
     np.testing.assert_allclose(mf.tensor([-1.0, 2.0]).prelu(mf.tensor([0.25])).numpy(), [-0.25, 2.0])
 
 
+
+def test_to_dense_of_a_dense_tensor():
+    # PyTorch: a strided tensor's to_dense() is the tensor itself; with a dtype, a cast the gradient flows back through
+    x = mf.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    assert x.to_dense() is x and x.to_dense(mf.float32, masked_grad=False) is x
+    y = x.to_dense(mf.float64)
+    assert y.dtype == mf.float64 and y.tolist() == [1.0, -2.0, 3.0]
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, -4.0, 6.0])
+    emb = mf.nn.Embedding(4, 2, sparse=True)  # its "sparse" gradient is dense already
+    emb(mf.tensor([1, 1, 3])).sum().backward()
+    np.testing.assert_array_equal(emb.weight.grad.to_dense().numpy(), [[0, 0], [2, 2], [0, 0], [1, 1]])
+    with pytest.raises(TypeError, match=r"to_dense\(\): argument 'dtype' .* must be minifused.dtype, not str"):
+        x.to_dense("float64")
+
 def test_element_callbacks():
     x = mf.tensor([1.0, 2.0, 3.0])
     assert x.apply_(lambda v: v * 2) is x and x.tolist() == [2.0, 4.0, 6.0] and x._version == 1

@@ -2,8 +2,8 @@
 ``unique_consecutive``, ``put`` / ``put_``, ``index_reduce`` / ``index_reduce_``, ``diagonal_scatter``, the
 complex-number spellings on real tensors (``real``, ``conj`` ... as PyTorch answers them for a real dtype),
 ``angle``, ``adjoint``, the layout and backend queries (``layout``, ``is_sparse`` ..., all a dense strided
-tensor's answers), ``dim_order``, ``output_nr``, the cpu-only element callbacks ``apply_`` / ``map_`` / ``map2_``,
-``record_stream`` and ``share_memory_`` / ``is_shared``."""
+tensor's answers) and ``to_dense``, ``dim_order``, ``output_nr``, the cpu-only element callbacks ``apply_`` /
+``map_`` / ``map2_``, ``record_stream`` and ``share_memory_`` / ``is_shared``."""
 from __future__ import annotations
 
 import numbers
@@ -383,6 +383,18 @@ def _false(self):
     return False
 
 
+def to_dense(self, dtype=None, *, masked_grad=True):
+    """``Tensor.to_dense``: the tensor itself, as PyTorch's answer for a strided tensor (with ``dtype``, a
+    differentiable cast). Every minifused tensor is dense, an ``nn.Embedding(sparse=True)``'s gradient too, so
+    code that densifies a sparse gradient (``weight.grad.to_dense()``) reads the same values."""
+    if dtype is None:
+        return self
+    if not isinstance(dtype, np.dtype):
+        raise TypeError(f"to_dense(): argument 'dtype' (position 1) must be minifused.dtype, not "
+                        f"{type(dtype).__name__}")
+    return self.to(dtype)
+
+
 def nonzero_static(input, *, size, fill_value=-1):  # noqa: A002 - PyTorch's names
     """:func:`nonzero`'s (n, ndim) int64 indices as a fixed (``size``, ndim) tensor, as ``torch.nonzero_static``:
     the first ``size`` rows, or all of them then rows of ``fill_value``."""
@@ -423,7 +435,7 @@ METHODS.update({
     "real": property(real), "imag": property(imag), "layout": property(lambda self: strided),
     "output_nr": property(lambda self: self._out_index), "dim_order": dim_order,
     "apply_": apply_, "map_": map_, "map2_": map2_, "record_stream": record_stream,
-    "share_memory_": share_memory_, "is_shared": is_shared,
+    "share_memory_": share_memory_, "is_shared": is_shared, "to_dense": to_dense,
 })
 METHODS.update({name: property(_false) for name in ("is_meta", "is_sparse", "is_sparse_csr", "is_quantized",
                                                     "is_mkldnn", "is_nested", "is_xpu", "is_mps")})
