@@ -136,6 +136,35 @@ def test_embedding_forms(rng):
             assert max_indices.tolist() == [2, 0, 2]
 
 
+
+def test_embedding_renorm_(rng):
+    # the rows named (a repeat counts once) whose norm passes max_norm scaled to max_norm / (norm + 1e-7), in place
+    w0 = rng.standard_normal((5, 3)) * 2
+    for norm_type, ord_ in ((1, 1), (2.0, 2)):
+        w = t(w0)
+        assert mf.embedding_renorm_(w, mf.tensor([[1, 1], [4, 3]], dtype=mf.int32), 1.5, norm_type) is w
+        norms = np.linalg.norm(w0, ord=ord_, axis=1)
+        scale = np.where((np.arange(5) >= 1) & (np.arange(5) != 2) & (norms > 1.5), 1.5 / (norms + 1e-7), 1.0)
+        close(w, w0 * scale[:, None], 1e-12)
+        assert w._version == 1 and 0 < np.sum(scale < 1) < 5
+    f = mf.nn.Embedding.from_pretrained(t(w0), max_norm=1.5)  # the same scaling as a max_norm lookup's
+    f(mf.tensor([4, 3, 1]))
+    close(w, f.weight, 1e-12)
+    p = mf.zeros(5, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="embedding_renorm_: a leaf Variable that requires grad"):
+        mf.embedding_renorm_(p, mf.tensor([0]), 1.0, 2.0)
+    with mf.no_grad():
+        mf.embedding_renorm_(p, mf.tensor([0]), 1.0, 2.0)
+    with pytest.raises(IndexError, match=r"embedding_renorm_: index 5 at position 1 is out of range \[0, 5\)"):
+        mf.embedding_renorm_(w, mf.tensor([0, 5]), 1.0, 2.0)
+    with pytest.raises(RuntimeError, match="embedding_renorm_: expected integer indices"):
+        mf.embedding_renorm_(w, mf.tensor([0.0]), 1.0, 2.0)
+    with pytest.raises(RuntimeError, match=r"embedding_renorm_: expected a 2-D floating-point input .* shape \(3,\)"):
+        mf.embedding_renorm_(w[0], mf.tensor([0]), 1.0, 2.0)
+    with pytest.raises(TypeError, match="embedding_renorm_: argument 'max_norm' must be a number, not NoneType"):
+        mf.embedding_renorm_(w, mf.tensor([0]), None, 2.0)
+    assert w.tolist() == t(w0 * scale[:, None]).tolist()  # refused calls left it as it was
+
 def test_activation_forms(rng):
     x = t(rng.standard_normal((3, 4)))
     xs = x.numpy()

@@ -265,6 +265,14 @@ def _embedding(op, input, weight, padding_idx, max_norm, norm_type, scale_grad_b
             raise EmbeddingArgumentError(f"{op}: padding_idx must be within num_embeddings ([{-num}, {num})), "
                                          f"got {padding_idx!r}")
         padding_idx = int(padding_idx) % num
+    idx = _row_indices(op, input, num)
+    if max_norm is not None:
+        _renorm_rows(weight, idx.reshape(-1), float(max_norm), float(norm_type))
+    return R.EmbeddingFn.apply(Tensor._from_array(idx), weight, padding_idx, bool(scale_grad_by_freq))
+
+
+def _row_indices(op, input, num):
+    """The int64 array of ``input``'s indices into ``num`` rows, each checked to be in range."""
     idx = input._data
     if input.device.type == "cpu":
         bad = (idx < 0) | (idx >= num)
@@ -275,11 +283,7 @@ def _embedding(op, input, weight, padding_idx, max_norm, norm_type, scale_grad_b
     elif idx.size:  # (an IndexError, as PyTorch's embedding; a RuntimeError too, as its embedding_bag)
         idx = checked_index(idx, num, False, lambda v, i: backend.IndexInputError(
             f"{op}: index {v} at position {i} is out of range [0, {num}) (num_embeddings={num})"))
-    if idx.dtype != backend.int64:
-        idx = idx.astype(np.int64)
-    if max_norm is not None:
-        _renorm_rows(weight, idx.reshape(-1), float(max_norm), float(norm_type))
-    return R.EmbeddingFn.apply(Tensor._from_array(idx), weight, padding_idx, bool(scale_grad_by_freq))
+    return idx if idx.dtype == backend.int64 else idx.astype(np.int64)
 
 
 # ---------------------------------------------------------------- channel dropout

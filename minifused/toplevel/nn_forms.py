@@ -13,7 +13,7 @@ import numpy as np
 from .. import backend, ops
 from .. import functional as F
 from ..autograd import no_grad
-from ..functional.layers import _channel_dropout
+from ..functional.layers import _channel_dropout, _renorm_rows, _row_indices
 from ..tensor import Tensor
 from ..backend import InputError, InputTypeError
 
@@ -21,7 +21,8 @@ __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "avg_pool1d", "adaptive_avg_pool1d",
            "adaptive_max_pool1d", "batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm",
            "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout",
-           "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "embedding", "embedding_bag",
+           "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "embedding", "embedding_renorm_",
+           "embedding_bag",
            "bilinear", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "constant_pad_nd", "relu_", "selu",
            "selu_", "celu", "celu_", "rrelu", "rrelu_", "prelu", "threshold", "threshold_", "hardshrink", "kl_div",
            "binary_cross_entropy_with_logits", "cosine_embedding_loss", "hinge_embedding_loss",
@@ -174,6 +175,31 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
         raise InputTypeError(f"embedding(): argument 'padding_idx' must be int, not {type(padding_idx).__name__}")
     return F.embedding(indices, weight, None if padding_idx < 0 else int(padding_idx), None, 2.0,
                        scale_grad_by_freq, sparse)
+
+
+
+def embedding_renorm_(input, indices, max_norm, norm_type):  # noqa: A002 - PyTorch's names
+    """``torch.embedding_renorm_``: the rows of the 2-D ``input`` that ``indices`` name (each once), where their
+    ``norm_type`` norm exceeds ``max_norm``, scaled in place to ``max_norm / (norm + 1e-7)`` of themselves: what a
+    lookup with ``max_norm`` does first. Returns ``input``. Not recorded for autograd, as in PyTorch: a weight that
+    requires grad is renormalized under ``no_grad()``."""
+    op = "embedding_renorm_"
+    if not isinstance(input, Tensor) or not isinstance(indices, Tensor):
+        raise InputTypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
+                             f"{type(indices).__name__}")
+    if input.ndim != 2 or not backend.is_floating(input.dtype):
+        raise InputError(f"{op}: expected a 2-D floating-point input (rows to renormalize), got shape "
+                         f"{tuple(input.shape)} and dtype {input.dtype}")
+    if indices.dtype not in (backend.int64, backend.int32):
+        raise InputTypeError(f"{op}: expected integer indices (int64 or int32), got dtype {indices.dtype}")
+    for name, v in (("max_norm", max_norm), ("norm_type", norm_type)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise InputTypeError(f"{op}: argument '{name}' must be a number, not {type(v).__name__}")
+    if not backend.same_device(indices._data, input._data):
+        raise RuntimeError(f"{op}: indices are on {indices.device} but input is on {input.device}")
+    input._check_inplace(op)
+    _renorm_rows(input, _row_indices(op, indices, input.shape[0]).reshape(-1), float(max_norm), float(norm_type))
+    return input
 
 
 _BAG_MODES = ("sum", "mean", "max")
