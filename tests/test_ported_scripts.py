@@ -28,7 +28,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "text_audio_idioms[wavenet]", "segmentation_idioms", "segmentation_idioms[focal]", "classic_cnn_idioms",
            "gan_regularization_idioms", "gan_regularization_idioms[hinge]", "tabular_idioms", "finetune_idioms",
            "finetune_idioms[llrd]", "detection_idioms", "detection_idioms[ce]", "mlp_fields_idioms[nerf]",
-           "mlp_fields_idioms[siren]", "mlp_fields_idioms[flow]")
+           "mlp_fields_idioms[siren]", "mlp_fields_idioms[flow]", "recsys_idioms[mf]", "recsys_idioms[sparse]",
+           "recsys_idioms[ncf]", "recsys_idioms[bmm]", "recsys_idioms[seq]", "recsys_idioms[mean]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -157,6 +158,12 @@ CPU_ARGS = {
     "mlp_fields_idioms[nerf]": ["--arch", "nerf", "--steps", "20", "--seed", "0"],
     "mlp_fields_idioms[siren]": ["--arch", "siren", "--inner-steps", "1", "--steps", "20", "--seed", "0"],
     "mlp_fields_idioms[flow]": ["--arch", "flow", "--steps", "30", "--seed", "0"],
+    "recsys_idioms[mf]": ["--arch", "mf", "--steps", "30", "--seed", "0"],
+    "recsys_idioms[sparse]": ["--arch", "mf", "--sparse", "--loss", "margin", "--steps", "30", "--seed", "0"],
+    "recsys_idioms[ncf]": ["--arch", "ncf", "--steps", "30", "--seed", "0"],
+    "recsys_idioms[bmm]": ["--arch", "ncf", "--score", "dot", "--steps", "30", "--seed", "0"],
+    "recsys_idioms[seq]": ["--arch", "seq", "--steps", "20", "--seed", "0"],
+    "recsys_idioms[mean]": ["--arch", "seq", "--encoder", "mean", "--lr", "0.1", "--steps", "20", "--seed", "0"],
 }
 
 
@@ -276,6 +283,19 @@ PARITY_ARGS = {
     "mlp_fields_idioms[siren]": ["--arch", "siren", "--inner-steps", "1", "--steps", str(PARITY_STEPS), "--seed",
                                  "3"],
     "mlp_fields_idioms[flow]": ["--arch", "flow", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "recsys_idioms[mf]": ["--arch", "mf", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    # the L2 term (--reg 1e-3, the default) gives every looked-up row a gradient: SparseAdam moves the rows whose
+    # gradient is not zero, where PyTorch's moves every looked-up row
+    "recsys_idioms[sparse]": ["--arch", "mf", "--sparse", "--loss", "margin", "--no-shuffle", "--steps",
+                              str(PARITY_STEPS), "--seed", "3"],
+    "recsys_idioms[ncf]": ["--arch", "ncf", "--dropout", "0", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed",
+                           "3"],
+    "recsys_idioms[bmm]": ["--arch", "ncf", "--score", "dot", "--dropout", "0", "--no-shuffle", "--steps",
+                           str(PARITY_STEPS), "--seed", "3"],
+    "recsys_idioms[seq]": ["--arch", "seq", "--dropout", "0", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed",
+                           "3"],
+    "recsys_idioms[mean]": ["--arch", "seq", "--encoder", "mean", "--lr", "0.1", "--dropout", "0", "--no-shuffle",
+                            "--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
