@@ -29,7 +29,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "gan_regularization_idioms", "gan_regularization_idioms[hinge]", "tabular_idioms", "finetune_idioms",
            "finetune_idioms[llrd]", "detection_idioms", "detection_idioms[ce]", "mlp_fields_idioms[nerf]",
            "mlp_fields_idioms[siren]", "mlp_fields_idioms[flow]", "recsys_idioms[mf]", "recsys_idioms[sparse]",
-           "recsys_idioms[ncf]", "recsys_idioms[bmm]", "recsys_idioms[seq]", "recsys_idioms[mean]")
+           "recsys_idioms[ncf]", "recsys_idioms[bmm]", "recsys_idioms[seq]", "recsys_idioms[mean]",
+           "semisupervised_idioms[fixmatch]", "semisupervised_idioms[meanteacher]", "semisupervised_idioms[robust]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -164,6 +165,10 @@ CPU_ARGS = {
     "recsys_idioms[bmm]": ["--arch", "ncf", "--score", "dot", "--steps", "30", "--seed", "0"],
     "recsys_idioms[seq]": ["--arch", "seq", "--steps", "20", "--seed", "0"],
     "recsys_idioms[mean]": ["--arch", "seq", "--encoder", "mean", "--lr", "0.1", "--steps", "20", "--seed", "0"],
+    "semisupervised_idioms[fixmatch]": ["--method", "fixmatch", "--batch-size", "8", "--steps", "16", "--seed", "0"],
+    "semisupervised_idioms[meanteacher]": ["--method", "meanteacher", "--batch-size", "8", "--steps", "16", "--seed",
+                                           "0"],
+    "semisupervised_idioms[robust]": ["--method", "robust", "--batch-size", "8", "--steps", "16", "--seed", "0"],
 }
 
 
@@ -296,6 +301,15 @@ PARITY_ARGS = {
                            "3"],
     "recsys_idioms[mean]": ["--arch", "seq", "--encoder", "mean", "--lr", "0.1", "--dropout", "0", "--no-shuffle",
                             "--steps", str(PARITY_STEPS), "--seed", "3"],
+    # lower lrs: at the defaults PyTorch's own run moves under a 1e-6 weight perturbation (fixmatch at 0.03 by 0.15
+    # where a pseudo-label crosses the threshold, meanteacher at 0.003 by 3.6e-4, robust at 0.01 by 2.5e-3 as BatchNorm
+    # over 8-16 images and the MaxPool / LeakyReLU kinks amplify); threshold 0.6 puts pseudo-labels through the mask
+    "semisupervised_idioms[fixmatch]": ["--method", "fixmatch", "--lr", "0.003", "--threshold", "0.6", "--dropout",
+                                        "0", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "semisupervised_idioms[meanteacher]": ["--method", "meanteacher", "--lr", "0.001", "--dropout", "0",
+                                           "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "semisupervised_idioms[robust]": ["--method", "robust", "--lr", "0.002", "--dropout", "0", "--no-shuffle",
+                                      "--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
