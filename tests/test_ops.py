@@ -82,7 +82,11 @@ NO_ENTRY = {"F.square_matmul_": "in-place x @ W for a square W (cuBLASLt only); 
             "F.fractional_max_pool2d": "random windows: tests/test_nn_misc.py checks them against PyTorch's for fixed "
                                        "samples, and the gradient by gradcheck",
             "F.fractional_max_pool2d_with_indices": "as F.fractional_max_pool2d",
-            "mf.nonzero_static": "integer indices (nonzero's, padded): tests/test_tensor_extras.py"}
+            "mf.nonzero_static": "integer indices (nonzero's, padded): tests/test_tensor_extras.py",
+            "mf.fake_quantize_per_tensor_affine": "a straight-through gradient, not the rounding's (gradcheck's): "
+                                                  "tests/test_quantize.py checks values, masks and errors against "
+                                                  "PyTorch's",
+            "mf.fake_quantize_per_channel_affine": "as mf.fake_quantize_per_tensor_affine"}
 NOT_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin"}  # test_no_grad_ops below
 
 
