@@ -12,8 +12,10 @@ picks the model:
   (every expert on every token with stacked expert weights as ``nn.Parameter``, ``torch.einsum("bd,edh->beh",
   ...)``, the top-k weights spread by ``scatter`` into a dense combine matrix);
 - ``quant``: quantization-aware training by hand on a classification task: fake quantization with a straight-through
-  estimator ``x + (torch.round(x / s).clamp(qmin, qmax) * s - x).detach()``, per-channel weight scales and a
-  per-tensor activation scale as buffers updated by an EMA of ``amax`` under ``torch.no_grad()``; a learned step size
+  estimator ``x + (torch.round(x / s).clamp(qmin, qmax) * s - x).detach()`` (``--fake-quant builtin``:
+  ``torch.fake_quantize_per_channel_affine`` / ``fake_quantize_per_tensor_affine`` with zero points as buffers),
+  per-channel weight scales and a per-tensor activation scale as buffers updated by an EMA of ``amax`` under
+  ``torch.no_grad()``; a learned step size
   quantizer (LSQ) as a ``torch.autograd.Function`` (forward round / clamp, backward with the gradient scale, the
   step's gradient reduced by ``sum_to_size``), its activation step initialised from the first batch (a flag buffer);
   binarized weights by ``torch.sign`` with a straight-through estimator and a mean-magnitude scale; then magnitude
@@ -197,14 +199,18 @@ def fake_quant(x, scale, qmin, qmax):
 
 
 class FakeQuantLinear(nn.Linear):
-    """Symmetric per-output-channel weight and per-tensor input fake quantization, scales tracked by EMAs."""
+    """Symmetric per-output-channel weight and per-tensor input fake quantization, scales tracked by EMAs; by the
+    STE expression, or by PyTorch's fake-quantize ops (``builtin``: no gradient where a value was clamped)."""
 
-    def __init__(self, in_features, out_features, bits=8, momentum=0.9):
+    def __init__(self, in_features, out_features, bits=8, momentum=0.9, builtin=False):
         super().__init__(in_features, out_features)
         self.qmax = 2 ** (bits - 1) - 1
         self.momentum = momentum
+        self.builtin = builtin
         self.register_buffer("w_scale", torch.ones(out_features, 1))
         self.register_buffer("x_scale", torch.ones(()))
+        self.register_buffer("w_zero_point", torch.zeros(out_features, dtype=torch.int32))
+        self.register_buffer("x_zero_point", torch.zeros((), dtype=torch.long))
         self.register_buffer("calibrated", torch.tensor(False))
 
     def forward(self, x):
@@ -219,8 +225,13 @@ class FakeQuantLinear(nn.Linear):
                 else:
                     self.w_scale.mul_(self.momentum).add_(w_scale, alpha=1 - self.momentum)
                     self.x_scale.mul_(self.momentum).add_(x_scale, alpha=1 - self.momentum)
-        w = fake_quant(self.weight, self.w_scale, -self.qmax, self.qmax)
-        x = fake_quant(x, self.x_scale, -self.qmax, self.qmax)
+        if self.builtin:
+            w = torch.fake_quantize_per_channel_affine(self.weight, self.w_scale.view(-1), self.w_zero_point, 0,
+                                                       -self.qmax, self.qmax)
+            x = torch.fake_quantize_per_tensor_affine(x, self.x_scale, self.x_zero_point, -self.qmax, self.qmax)
+        else:
+            w = fake_quant(self.weight, self.w_scale, -self.qmax, self.qmax)
+            x = fake_quant(x, self.x_scale, -self.qmax, self.qmax)
         return F.linear(x, w, self.bias)
 
 
@@ -277,9 +288,9 @@ class BinaryLinear(nn.Linear):
 
 
 class QuantMLP(nn.Module):
-    def __init__(self, features, classes, width=64, bits=4):
+    def __init__(self, features, classes, width=64, bits=4, builtin=False):
         super().__init__()
-        self.fc1 = FakeQuantLinear(features, width, bits=bits)
+        self.fc1 = FakeQuantLinear(features, width, bits=bits, builtin=builtin)
         self.fc2 = LSQLinear(width, width, bits=bits)
         self.fc3 = BinaryLinear(width, width)
         self.norm = nn.LayerNorm(width)
@@ -299,7 +310,7 @@ def sparsity(tensor):
 def train_quant(args, device, init):
     rs = np.random.RandomState(args.seed)
     x, y = teacher_classes(rs, 8 * args.batch_size)
-    model = QuantMLP(x.shape[1], int(y.max()) + 1, bits=args.bits).to(device)
+    model = QuantMLP(x.shape[1], int(y.max()) + 1, bits=args.bits, builtin=args.fake_quant == "builtin").to(device)
     if init is not None:
         init("model", dict(model.named_parameters()))
     # SGD with momentum, as LSQ trains: Adam's normalisation turns the step sizes' small gradients, which jump when
@@ -461,6 +472,8 @@ def parse_args(argv=None):
     p.add_argument("--capacity-factor", type=float, default=1.25, help="moe")
     p.add_argument("--aux-weight", type=float, default=0.01, help="moe: the balance and z-losses' weight")
     p.add_argument("--bits", type=int, default=4, help="quant: the LSQ layer's bits")
+    p.add_argument("--fake-quant", choices=("ste", "builtin"), default="ste",
+                   help="quant: the first layer's fake quantization by the STE expression or torch's ops")
     p.add_argument("--prune-at", type=float, default=0.5, help="quant: the fraction of the steps before pruning")
     p.add_argument("--prune-amount", type=float, default=0.4, help="quant")
     p.add_argument("--rank", type=int, default=4, help="lowrank")
