@@ -86,7 +86,10 @@ NO_ENTRY = {"F.square_matmul_": "in-place x @ W for a square W (cuBLASLt only); 
             "mf.fake_quantize_per_tensor_affine": "a straight-through gradient, not the rounding's (gradcheck's): "
                                                   "tests/test_quantize.py checks values, masks and errors against "
                                                   "PyTorch's",
-            "mf.fake_quantize_per_channel_affine": "as mf.fake_quantize_per_tensor_affine"}
+            "mf.fake_quantize_per_channel_affine": "as mf.fake_quantize_per_tensor_affine",
+            "mf.svd_lowrank": "random (a Gaussian test matrix): tests/test_lowrank.py checks it against NumPy's SVD "
+                              "on matrices of rank at most q, and its gradient",
+            "mf.pca_lowrank": "as mf.svd_lowrank"}
 NOT_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin"}  # test_no_grad_ops below
 
 

@@ -16,7 +16,7 @@ from . import (activation, aliases, arrange, creation, diagonals, elementwise, i
                movement, pointwise, products, reduce, resample, scan, scatter_reductions, shape, sorting,
                special, statistics)
 from . import linalg_toplevel
-from . import numeric, quantize, special_math
+from . import lowrank, numeric, quantize, special_math
 from . import tensor_extras, views_inplace
 from . import scalars_first
 from .activation import *  # noqa: F401,F403
@@ -38,6 +38,7 @@ from .special import *  # noqa: F401,F403
 from .special_math import *  # noqa: F401,F403
 from .numeric import *  # noqa: F401,F403
 from .quantize import *  # noqa: F401,F403
+from .lowrank import *  # noqa: F401,F403
 from .tensor_extras import *  # noqa: F401,F403
 from .views_inplace import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
@@ -252,7 +253,7 @@ _METHODS = {
 # the families in their own modules declare theirs
 _FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, products, diagonals, arrange, special,
              aliases, scatter_reductions, statistics, linalg_toplevel, special_math, numeric, quantize, tensor_extras,
-             views_inplace)
+             views_inplace, lowrank)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _op in _BINARY_OPERATORS:
