@@ -22,11 +22,13 @@ picks the model:
   pruning by ``torch.nn.utils.prune`` (``global_unstructured`` over two layers, ``l1_unstructured`` on the head),
   fine-tuning under the masks, and ``prune.remove`` at the end;
 - ``lowrank``: LoRA adapters on a frozen MLP (``requires_grad_(False)``): A and B low-rank parameters
-  (``kaiming_uniform_(a=math.sqrt(5))`` on A, zeros on B), scaled by ``alpha / r``, the adapted layers swapped in by
-  ``setattr``; the blocks run under ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``; gradient accumulation
-  with ``loss / accum``; AdamW with a parameter group of its own for the adapters; a weight-space EMA of the
-  trainable parameters by ``parameters_to_vector`` / ``vector_to_parameters``, evaluated by swapping it in; the
-  adapters merged into the base weights under ``torch.no_grad()`` at the end, the outputs checked to agree.
+  (``kaiming_uniform_(a=math.sqrt(5))`` on A, zeros on B; or, with ``--lora-init pissa``, the base weight's top
+  singular directions by ``torch.svd_lowrank``, taken out of the base), scaled by ``alpha / r``, the adapted layers
+  swapped in by ``setattr``; the blocks run under ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``;
+  gradient accumulation with ``loss / accum``; AdamW with a parameter group of its own for the adapters; a
+  weight-space EMA of the trainable parameters by ``parameters_to_vector`` / ``vector_to_parameters``, evaluated by
+  swapping it in; the adapters merged into the base weights under ``torch.no_grad()`` at the end, the outputs
+  checked to agree.
 
 Routing by top-k and rounding to a grid are discontinuous: a last-bit difference can move a token to another expert
 or a value to the next level. The data, initial weights and learning rates here keep PyTorch's own 20-step run at
@@ -356,6 +358,16 @@ class LoRALinear(nn.Module):
         self.scaling = alpha / r
         self.merged = False
 
+    @torch.no_grad()
+    def init_principal(self, niter=4):
+        """PiSSA: the adapter starts as the base weight's top-r singular directions (``torch.svd_lowrank``), which
+        the base gives up, so the layer's output is unchanged."""
+        U, S, V = torch.svd_lowrank(self.base.weight, q=self.lora_A.size(0), niter=niter)
+        root = (S / self.scaling).sqrt()
+        self.lora_B.copy_(U * root)
+        self.lora_A.copy_(root.unsqueeze(1) * V.t())
+        self.base.weight -= self.scaling * self.lora_B @ self.lora_A
+
     def forward(self, x):
         out = self.base(x)
         if not self.merged:
@@ -394,12 +406,15 @@ class Backbone(nn.Module):
         return self.head(x)
 
 
-def add_lora(model, r, alpha):
+def add_lora(model, r, alpha, principal=False):
     """Freeze the backbone, then swap each block's Linears for adapted ones; the head stays trainable."""
     model.requires_grad_(False)
     for block in model.blocks:
         for name in ("fc1", "fc2"):
-            setattr(block, name, LoRALinear(getattr(block, name), r=r, alpha=alpha))
+            adapted = LoRALinear(getattr(block, name), r=r, alpha=alpha)
+            if principal:
+                adapted.init_principal()
+            setattr(block, name, adapted)
     model.head.requires_grad_(True)
 
 
@@ -411,7 +426,7 @@ def train_lowrank(args, device, init):
     y = np.sin(x @ w1) @ w2 + 0.05 * rs.randn(n + 64, outputs)
     x, y = x.astype(np.float32), y.astype(np.float32)
     model = Backbone(features, outputs, use_checkpoint=not args.no_checkpoint)
-    add_lora(model, args.rank, args.alpha)
+    add_lora(model, args.rank, args.alpha, principal=args.lora_init == "pissa")
     model.to(device)
     if init is not None:
         init("model", dict(model.named_parameters()))
@@ -478,6 +493,8 @@ def parse_args(argv=None):
     p.add_argument("--prune-amount", type=float, default=0.4, help="quant")
     p.add_argument("--rank", type=int, default=4, help="lowrank")
     p.add_argument("--alpha", type=float, default=8.0, help="lowrank")
+    p.add_argument("--lora-init", choices=("zeros", "pissa"), default="zeros",
+                   help="lowrank: B zeros, or both factors from the base weight's top singular directions")
     p.add_argument("--accum", type=int, default=2, help="lowrank: micro-batches per step")
     p.add_argument("--no-checkpoint", action="store_true", help="lowrank")
     p.add_argument("--ema-decay", type=float, default=0.9, help="lowrank")
