@@ -30,7 +30,9 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "finetune_idioms[llrd]", "detection_idioms", "detection_idioms[ce]", "mlp_fields_idioms[nerf]",
            "mlp_fields_idioms[siren]", "mlp_fields_idioms[flow]", "recsys_idioms[mf]", "recsys_idioms[sparse]",
            "recsys_idioms[ncf]", "recsys_idioms[bmm]", "recsys_idioms[seq]", "recsys_idioms[mean]",
-           "semisupervised_idioms[fixmatch]", "semisupervised_idioms[meanteacher]", "semisupervised_idioms[robust]")
+           "semisupervised_idioms[fixmatch]", "semisupervised_idioms[meanteacher]", "semisupervised_idioms[robust]",
+           "efficient_mlp_idioms[moe]", "efficient_mlp_idioms[einsum]", "efficient_mlp_idioms[quant]",
+           "efficient_mlp_idioms[lowrank]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -169,6 +171,10 @@ CPU_ARGS = {
     "semisupervised_idioms[meanteacher]": ["--method", "meanteacher", "--batch-size", "8", "--steps", "16", "--seed",
                                            "0"],
     "semisupervised_idioms[robust]": ["--method", "robust", "--batch-size", "8", "--steps", "16", "--seed", "0"],
+    "efficient_mlp_idioms[moe]": ["--arch", "moe", "--dispatch", "mask", "--steps", "30", "--seed", "0"],
+    "efficient_mlp_idioms[einsum]": ["--arch", "moe", "--dispatch", "einsum", "--steps", "30", "--seed", "0"],
+    "efficient_mlp_idioms[quant]": ["--arch", "quant", "--fake-quant", "builtin", "--steps", "30", "--seed", "0"],
+    "efficient_mlp_idioms[lowrank]": ["--arch", "lowrank", "--lora-init", "pissa", "--steps", "30", "--seed", "0"],
 }
 
 
@@ -310,6 +316,13 @@ PARITY_ARGS = {
                                            "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
     "semisupervised_idioms[robust]": ["--method", "robust", "--lr", "0.002", "--dropout", "0", "--no-shuffle",
                                       "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "efficient_mlp_idioms[moe]": ["--arch", "moe", "--dispatch", "sort", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "efficient_mlp_idioms[einsum]": ["--arch", "moe", "--dispatch", "einsum", "--steps", str(PARITY_STEPS), "--seed",
+                                     "3"],
+    # quant: SGD (lr 0.05) and 4-bit fake quantization keep PyTorch's own run within 7e-6 under a 1e-6 weight
+    # perturbation (Adam moved it by 3e-3: the LSQ steps' gradients jump when a value crosses a rounding boundary)
+    "efficient_mlp_idioms[quant]": ["--arch", "quant", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "efficient_mlp_idioms[lowrank]": ["--arch", "lowrank", "--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
