@@ -347,7 +347,9 @@ class Tensor:
         return _host(self._data).tolist()
 
     def __float__(self):
-        if self.requires_grad and autograd.is_grad_enabled():  # (PyTorch's warning: the number leaves the graph)
+        if self.requires_grad and autograd.is_grad_enabled() and not _scalar_warned[0]:
+            # PyTorch's warning that the number leaves the graph, once per process as PyTorch's
+            _scalar_warned[0] = True
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior. "
                           "Consider using tensor.detach() first.", UserWarning, stacklevel=2)
         return float(self.item())
@@ -687,6 +689,7 @@ class Tensor:
 
 #: How tensors print (``minifused.set_printoptions``, PyTorch's names and defaults but for ``threshold``).
 PRINT_OPTIONS = {"precision": 4, "threshold": 200, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+_scalar_warned = [False]  # (Tensor.__float__'s warning given)
 _C_FLOAT_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 _PRINT_PROFILES = {"default": (4, 200, 3, 80), "short": (2, 1000, 2, 80), "full": (4, 2 ** 62, 3, 80)}
 

@@ -3,6 +3,7 @@ lists (promoted together, never through NumPy's own inference), the overflow che
 integer dtypes, ``from_numpy``'s refusals (negative strides, a foreign byte order, dtypes that are not numbers), and
 the fill values ``full`` / ``full_like`` / ``new_full`` and linspace's bounds refuse. Expected values are worked out
 by hand from PyTorch's documented rules (and checked against PyTorch 2.x)."""
+import importlib
 import warnings
 
 import numpy as np
@@ -263,12 +264,18 @@ def test_scalar_draws_and_legacy_constructors_of_0d_shapes():
     assert mf.FloatTensor(mf.Size([])).shape == ()
 
 
-def test_float_of_a_tensor_that_requires_grad_warns_as_pytorch():
+def test_float_of_a_tensor_that_requires_grad_warns_as_pytorch(monkeypatch):
     """float() of a tensor that requires grad, with grad mode on, warns that the number leaves the graph (PyTorch's
-    words); under no_grad, of a detached tensor, and int() / item() stay silent, as in PyTorch."""
+    words), once per process as PyTorch's (not once per call site); under no_grad, of a detached tensor, and int() /
+    item() stay silent, as in PyTorch."""
+    T = importlib.import_module("minifused.tensor")  # (the module: minifused.tensor is the function)
+    monkeypatch.setattr(T, "_scalar_warned", [False])
     t = mf.tensor([1.5, 2.0], requires_grad=True).sum()
-    with pytest.warns(UserWarning, match="Converting a tensor with requires_grad=True to a scalar"):
-        assert float(t) == 3.5
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert float(t) == 3.5 and float(t * 2) == 7.0 and float(t + 1) == 4.5
+    assert [str(w.message)[:55] for w in seen] == ["Converting a tensor with requires_grad=True to a scalar"]
+    monkeypatch.setattr(T, "_scalar_warned", [False])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with mf.no_grad():
