@@ -261,7 +261,8 @@ def train_siren(args, device, init):
     side = args.image_size
     axis = torch.linspace(-1, 1, steps=side)
     grid = torch.stack(torch.meshgrid(axis, axis, indexing="ij"), dim=-1).reshape(-1, 2)
-    pixels, grads = (torch.from_numpy(a) for a in image_and_gradient(grid.numpy().astype(np.float64)))
+    # .cpu(): minifused's factories default to cuda where one is usable (PyTorch's to cpu)
+    pixels, grads = (torch.from_numpy(a) for a in image_and_gradient(grid.cpu().numpy().astype(np.float64)))
     grid, pixels, grads = grid.to(device), pixels.to(device), grads.to(device)
     model = Siren().to(device)
     if init is not None:
