@@ -115,8 +115,10 @@ class _Overwrite(autograd.Function):
 class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""
 
+    # (_sparse_rows: on a .grad only, and unset elsewhere: the rows a row-sparse backward (a sparse=True
+    # embedding's) delivered into it since it was made or zeroed, which SparseAdam reads: see _accumulate_grad)
     __slots__ = ("_data", "_requires_grad", "_grad", "_ctx", "_out_index", "_vc", "_hooks",
-                 "_retain", "_post_hooks", "_rewritten", "_view", "__weakref__")
+                 "_retain", "_post_hooks", "_rewritten", "_view", "_sparse_rows", "__weakref__")
     __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
     __hash__ = object.__hash__
 
@@ -509,7 +511,12 @@ class Tensor:
         self._ctx.retained[self._out_index] = weakref.ref(self)
         self._retain = True
 
-    def _accumulate_grad(self, g, owned):
+    def _accumulate_grad(self, g, owned, rows=None):
+        """``g`` added into ``.grad`` (becoming it where there is none: as it is where ``owned``, else a copy).
+        ``rows``: the rows a row-sparse gradient holds (a bool array per row: a sparse embedding's, looked-up rows
+        whose gradient is zero too), recorded beside ``.grad`` as ``_sparse_rows``, with those of earlier
+        backwards into the same ``.grad`` (as PyTorch's sparse gradients add up: their indices join); a ``.grad``
+        replaced (set to None, assigned) or zeroed (``zero_``, ``zero_grad(set_to_none=False)``) holds none."""
         if not self._requires_grad:  # a leaf frozen after its graph was recorded gets none (PyTorch's AccumulateGrad)
             return
         if isinstance(g, np.generic):  # a 0-d NumPy op's gradient is a scalar: in-place ops on .grad need an array
@@ -524,6 +531,9 @@ class Tensor:
             autograd.refuse_internal_overlap("backward (gradient accumulation)", self._grad._data)
             self._grad._data += g
             self._grad._bump("backward (gradient accumulation)")
+        if rows is not None:
+            had = getattr(self._grad, "_sparse_rows", None)
+            self._grad._sparse_rows = rows if had is None else had | rows
 
     # ------------------------------------------------------------ in-place (not differentiable; the recorded
     # arithmetic ones, add_ / mul_ / += ..., are ops.elementwise's)
@@ -564,7 +574,9 @@ class Tensor:
         return self._bump(op)
 
     def zero_(self):
-        return self._write_("zero_", lambda a: a.fill(0), overlap_ok=True)
+        self._write_("zero_", lambda a: a.fill(0), overlap_ok=True)
+        self._sparse_rows = None  # (a zeroed sparse gradient holds no rows: PyTorch's zero_ empties its indices)
+        return self
 
     def fill_(self, value):
         if isinstance(value, Tensor):

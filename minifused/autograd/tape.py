@@ -231,6 +231,11 @@ class Function:
     #: whether the walk hands ``backward`` zeros for an output that got no gradient (False: None, as PyTorch's
     #: module backward hooks see an unused output's)
     materialize_grads = True
+    #: a row-sparse backward's (a ``sparse=True`` embedding's): ``sparse_rows(ctx)``, after ``backward``, gives the
+    #: rows its differentiable input's gradient holds (a bool array, one per row, or None: a dense gradient). The
+    #: walk records them beside a leaf's ``.grad`` (``Tensor._sparse_rows``), for SparseAdam: PyTorch's sparse
+    #: gradient holds every row looked up, a row whose gradient is exactly zero too
+    sparse_rows = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -165,7 +165,11 @@ def _run_node(ctx, pending, leaves, consumers):
         if getattr(g, "dtype", dtype) != dtype:
             g = g.astype(dtype)
         if t._ctx is None:
-            leaves.add(t, g)
+            rows = ctx.fn.sparse_rows  # (None but for a row-sparse backward: see Function.sparse_rows)
+            if rows is None:
+                leaves.add(t, g)
+            else:
+                leaves.add(t, g, rows(ctx))
         else:
             key = (id(t._ctx), t._out_index)
             pending[key] = g if key not in pending else _sum_for(t._ctx, pending[key], g)
@@ -487,10 +491,11 @@ class _LeafGrads:
 
     def __init__(self, user_grads):
         self.grads = {}  # id(leaf) -> [leaf, grad]
+        self.rows = {}  # id(leaf) -> the rows its row-sparse gradients hold (see Function.sparse_rows)
         self.given = set()  # ids of arrays that became a leaf's own .grad
         self.user_grads = user_grads  # the callers' gradient arrays (never made a leaf's own .grad)
 
-    def add(self, leaf, g):
+    def add(self, leaf, g, rows=None):
         if g.shape != leaf._data.shape or g.dtype != leaf._data.dtype:  # a custom Function's backward may err
             g = _fit(g, leaf._data, "a backward's gradient for a leaf")
         entry = self.grads.get(id(leaf))
@@ -498,6 +503,13 @@ class _LeafGrads:
             self.grads[id(leaf)] = [leaf, g]
         else:
             entry[1] = _add(entry[1], g)
+        if rows is not None:  # (several lookups of one table: the union of their rows)
+            had = self.rows.get(id(leaf))
+            self.rows[id(leaf)] = rows if had is None else had | rows
+
+    def rows_of(self, leaf):
+        """The rows ``leaf``'s row-sparse gradients of this walk hold (None: none was row-sparse)."""
+        return self.rows.pop(id(leaf), None) if self.rows else None
 
     def owns(self, g, still_held=()):
         """The one leaf-ownership rule: ``g`` may become a leaf's ``.grad`` as it is (no copy) only if
@@ -519,7 +531,8 @@ class _LeafGrads:
                 continue
             g = _run_hooks(leaf._hooks, entry[1]) if leaf._hooks else entry[1]
             held = (h for p in pending.values() for h in ((p.a, p.b) if type(p) is _GradSum else (p,)))
-            leaf._accumulate_grad(g, self.owns(g, (*held, *(e[1] for e in self.grads.values()))))
+            owned = self.owns(g, (*held, *(e[1] for e in self.grads.values())))
+            leaf._accumulate_grad(g, owned, self.rows_of(leaf))
             _run_post_hooks(leaf)
 
     def commit_all(self):
@@ -529,7 +542,7 @@ class _LeafGrads:
             updates.append((leaf, _run_hooks(leaf._hooks, g) if leaf._hooks else g))
         self.grads.clear()
         for leaf, g in updates:
-            leaf._accumulate_grad(g, self.owns(g))
+            leaf._accumulate_grad(g, self.owns(g), self.rows_of(leaf))
         for leaf, _ in updates:
             if leaf._post_hooks:
                 _run_post_hooks(leaf)
@@ -591,9 +604,9 @@ class _Only(_LeafGrads):
         super().__init__(user_grads)
         self.wanted = {id(t) for t in wanted}
 
-    def add(self, leaf, g):
+    def add(self, leaf, g, rows=None):
         if id(leaf) in self.wanted:
-            super().add(leaf, g)
+            super().add(leaf, g, rows)
 
 
 def _backward_inputs(inputs):

@@ -173,7 +173,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                f"{num - 1}, but got {padding_idx}")
         padding_idx = int(padding_idx) % num
     flat, nbags, bag = _bags(input, offsets, include_last_offset)
-    rows = _embedding(op, flat, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)  # (K, D)
+    # (the padding entries' gradient is zero by the bag's mask, not the lookup's; given to the lookup too, the
+    # padding row is none of a sparse gradient's rows, as PyTorch's)
+    rows = _embedding(op, flat, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)  # (K, D)
     xp = _backend.array_module(rows._data)
     keep = bag >= 0  # (host) the entries inside a bag, not padding
     if padding_idx is not None:

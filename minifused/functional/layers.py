@@ -258,7 +258,8 @@ def _embedding(op, input, weight, padding_idx, max_norm, norm_type, scale_grad_b
                              f"{weight.dtype}")
     if not _same_device(input._data, weight._data):
         raise RuntimeError(f"{op}: input is on {input.device} but weight is on {weight.device}")
-    # sparse=True: the gradient comes dense (PyTorch's sparse one holds the same values; any optimizer takes it)
+    # sparse=True: the gradient comes dense (PyTorch's sparse one holds the same values; any optimizer takes it),
+    # the rows it holds (those looked up) recorded beside the weight's .grad for SparseAdam (EmbeddingFn.sparse_rows)
     num = weight.shape[0]
     if padding_idx is not None:
         if not _is_int(padding_idx) or not -num <= padding_idx < num:
@@ -268,7 +269,7 @@ def _embedding(op, input, weight, padding_idx, max_norm, norm_type, scale_grad_b
     idx = _row_indices(op, input, num)
     if max_norm is not None:
         _renorm_rows(weight, idx.reshape(-1), float(max_norm), float(norm_type))
-    return R.EmbeddingFn.apply(Tensor._from_array(idx), weight, padding_idx, bool(scale_grad_by_freq))
+    return R.EmbeddingFn.apply(Tensor._from_array(idx), weight, padding_idx, bool(scale_grad_by_freq), bool(sparse))
 
 
 def _row_indices(op, input, num):

@@ -581,13 +581,29 @@ class FoldFn(Function):
 class EmbeddingFn(Function):
     """``weight[indices]``; the backward adds each row of the gradient into its index's row (repeats
     add up), leaves the padding row at zero and, with ``scale_grad_by_freq``, divides by each
-    index's count in the batch. The indices arrive as the first (non-differentiable) input."""
+    index's count in the batch. The indices arrive as the first (non-differentiable) input. With ``sparse``
+    the gradient is still dense, and the rows it holds (PyTorch's sparse gradient's) are the rows looked up but
+    the padding row (:meth:`sparse_rows`)."""
 
     @staticmethod
-    def forward(ctx, indices, weight, padding_idx, scale_grad_by_freq):
+    def forward(ctx, indices, weight, padding_idx, scale_grad_by_freq, sparse=False):
         flat = indices.reshape(-1)
         ctx.meta = (flat, weight.shape, padding_idx, scale_grad_by_freq)
+        ctx.sparse = sparse
         return gather_rows(weight, flat).reshape(indices.shape + weight.shape[1:])
+
+    @staticmethod
+    def sparse_rows(ctx):
+        """The rows of a ``sparse`` lookup's weight gradient (see :attr:`Function.sparse_rows`): every row looked
+        up, whatever its gradient (zero too), but the padding row; None for a dense lookup."""
+        if not ctx.sparse:
+            return None
+        flat, (v, _), padding_idx, _ = ctx.meta
+        rows = _xp(flat).zeros(v, bool)
+        rows[flat] = True  # (on the device: no synchronization)
+        if padding_idx is not None:
+            rows[padding_idx] = False
+        return rows
 
     @staticmethod
     def backward(ctx, g):
@@ -602,7 +618,7 @@ class EmbeddingFn(Function):
         _add_at(gw, flat, rows)
         if padding_idx is not None:
             gw[padding_idx] = 0
-        return None, gw.astype(g.dtype), None, None
+        return None, gw.astype(g.dtype), None, None, None
 
     @staticmethod
     def backward_graph(ctx, g):
@@ -621,7 +637,7 @@ class EmbeddingFn(Function):
                 rows = backend.where((flat == padding_idx)[:, None], a.dtype.type(0), rows)
             return rows.astype(a.dtype, copy=False).reshape(shape)
 
-        return None, LinearMap.apply(g, lambda a: EmbeddingFn.backward(saved, a)[1], gather), None, None
+        return None, LinearMap.apply(g, lambda a: EmbeddingFn.backward(saved, a)[1], gather), None, None, None
 
 
 # ---------------------------------------------------------------- channel (feature) dropout

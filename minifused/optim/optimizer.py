@@ -269,6 +269,7 @@ class Optimizer:
                 else:  # (a gradient built by backward(create_graph=True) leaves its graph first, as PyTorch's)
                     p.grad.detach_()
                     p.grad._data.fill(0)
+                    p.grad._sparse_rows = None  # (zeroed, a sparse gradient holds no rows: see SparseAdam)
 
     def step(self, closure=None):
         raise NotImplementedError

@@ -13,10 +13,14 @@ from .optimizer import Optimizer
 
 class SparseAdam(Optimizer):
     """``torch.optim.SparseAdam``: Adam on the rows a sparse gradient holds (an ``nn.Embedding(sparse=True)``'s:
-    the rows the batch looked up), the other rows and their moments left as they are; the bias corrections count
-    every step. minifused's gradients are dense, so the rows are those whose gradient is not all zero (PyTorch's
-    sparse gradient of an embedding holds the looked-up rows but the padding row, whose gradient is zero here too;
-    a looked-up row whose gradient is exactly zero is the one difference: PyTorch decays its moments and moves it).
+    the rows the batch looked up but the padding row), the other rows and their moments left as they are; the bias
+    corrections count every step. minifused's gradients are dense: the backward of a sparse lookup records the rows
+    it looked up beside the ``.grad`` (from every backward into it since it was made or zeroed, as PyTorch's sparse
+    gradients add up), so a looked-up row whose gradient is exactly zero is updated too (its moments decay, it
+    moves), as PyTorch's. The rows a step takes are those recorded and those whose gradient is not all zero: a
+    ``.grad`` assigned by hand, or one whose lookup was not of the leaf itself (a weight computed from it, a
+    checkpointed lookup, ``backward(create_graph=True)``), holds no record, and its rows are its nonzero ones
+    (PyTorch refuses a dense gradient there; minifused's gradients are all dense).
 
     State per parameter, PyTorch's names: ``step`` (an int), ``exp_avg``, ``exp_avg_sq``. The update runs on array
     operations one parameter at a time; the hyper-parameters are read from the group at each step."""
@@ -61,13 +65,17 @@ class SparseAdam(Optimizer):
 
     @staticmethod
     def _update(p, st, group):
-        """One parameter's step, PyTorch's ``sparse_adam`` on the gradient's nonzero rows: every row computed, the
-        others' old values kept (no host synchronization to find the rows)."""
+        """One parameter's step, PyTorch's ``sparse_adam`` on the gradient's rows (recorded or nonzero): every row
+        computed, the others' old values kept (no host synchronization to find the rows)."""
         acc = acc_dtype(p.dtype)
         grad = p._grad._data.astype(acc, copy=False)
         grad = -grad if group["maximize"] else grad
         xp = backend.array_module(grad)
-        rows = (grad != 0).reshape(grad.shape[0], -1).any(axis=1).reshape((-1,) + (1,) * (grad.ndim - 1))
+        rows = (grad != 0).reshape(grad.shape[0], -1).any(axis=1)
+        recorded = getattr(p._grad, "_sparse_rows", None)
+        if recorded is not None and recorded.shape == rows.shape and backend.array_module(recorded) is xp:
+            rows = rows | recorded
+        rows = rows.reshape((-1,) + (1,) * (grad.ndim - 1))
         beta1, beta2 = (float(b) for b in group["betas"])
         exp_avg, exp_avg_sq = st["exp_avg"]._data, st["exp_avg_sq"]._data
         old_avg, old_sq = exp_avg.astype(acc, copy=False), exp_avg_sq.astype(acc, copy=False)

@@ -96,7 +96,7 @@ class _Gathered:
     def __init__(self):
         self.grads = {}
 
-    def add(self, leaf, g):
+    def add(self, leaf, g, rows=None):  # (the rows of a row-sparse gradient are not carried out of a checkpoint)
         if g.shape != leaf._data.shape or g.dtype != leaf._data.dtype:
             g = walk._fit(g, leaf._data, "a backward's gradient for a leaf")
         k = id(leaf)
