@@ -29,7 +29,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "gan_regularization_idioms", "gan_regularization_idioms[hinge]", "tabular_idioms", "finetune_idioms",
            "finetune_idioms[llrd]", "detection_idioms", "detection_idioms[ce]", "mlp_fields_idioms[nerf]",
            "mlp_fields_idioms[siren]", "mlp_fields_idioms[flow]", "recsys_idioms[mf]", "recsys_idioms[sparse]",
-           "recsys_idioms[ncf]", "recsys_idioms[bmm]", "recsys_idioms[seq]", "recsys_idioms[mean]",
+           "recsys_idioms[sparse0]", "recsys_idioms[ncf]", "recsys_idioms[bmm]", "recsys_idioms[seq]",
+           "recsys_idioms[mean]",
            "semisupervised_idioms[fixmatch]", "semisupervised_idioms[meanteacher]", "semisupervised_idioms[robust]",
            "efficient_mlp_idioms[moe]", "efficient_mlp_idioms[einsum]", "efficient_mlp_idioms[quant]",
            "efficient_mlp_idioms[lowrank]")
@@ -163,6 +164,8 @@ CPU_ARGS = {
     "mlp_fields_idioms[flow]": ["--arch", "flow", "--steps", "30", "--seed", "0"],
     "recsys_idioms[mf]": ["--arch", "mf", "--steps", "30", "--seed", "0"],
     "recsys_idioms[sparse]": ["--arch", "mf", "--sparse", "--loss", "margin", "--steps", "30", "--seed", "0"],
+    "recsys_idioms[sparse0]": ["--arch", "mf", "--sparse", "--loss", "margin", "--reg", "0", "--steps", "30",
+                               "--seed", "0"],
     "recsys_idioms[ncf]": ["--arch", "ncf", "--steps", "30", "--seed", "0"],
     "recsys_idioms[bmm]": ["--arch", "ncf", "--score", "dot", "--steps", "30", "--seed", "0"],
     "recsys_idioms[seq]": ["--arch", "seq", "--steps", "20", "--seed", "0"],
@@ -295,10 +298,13 @@ PARITY_ARGS = {
                                  "3"],
     "mlp_fields_idioms[flow]": ["--arch", "flow", "--steps", str(PARITY_STEPS), "--seed", "3"],
     "recsys_idioms[mf]": ["--arch", "mf", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
-    # the L2 term (--reg 1e-3, the default) gives every looked-up row a gradient: SparseAdam moves the rows whose
-    # gradient is not zero, where PyTorch's moves every looked-up row
+    # sparse: the L2 term (--reg 1e-3, the default) gives every looked-up row a gradient; sparse0 (no L2 term):
+    # the margin loss, inactive for some samples, leaves looked-up rows with a zero gradient, which SparseAdam
+    # updates too, as PyTorch's (every row of the sparse gradient)
     "recsys_idioms[sparse]": ["--arch", "mf", "--sparse", "--loss", "margin", "--no-shuffle", "--steps",
                               str(PARITY_STEPS), "--seed", "3"],
+    "recsys_idioms[sparse0]": ["--arch", "mf", "--sparse", "--loss", "margin", "--reg", "0", "--no-shuffle",
+                               "--steps", str(PARITY_STEPS), "--seed", "3"],
     "recsys_idioms[ncf]": ["--arch", "ncf", "--dropout", "0", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed",
                            "3"],
     "recsys_idioms[bmm]": ["--arch", "ncf", "--score", "dot", "--dropout", "0", "--no-shuffle", "--steps",
