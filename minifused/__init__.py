@@ -11,9 +11,21 @@ from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_
                        use_deterministic_algorithms)
 from .autograd import (Function, detect_anomaly, enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
-from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,
-                      float64, get_default_dtype, get_rng_state, initial_seed, int8, int16, int32, int64, seed,
-                      set_debug, set_default_dtype, set_rng_state, uint8)
+from .backend import (Device, cuda_available, default_device, get_rng_state, initial_seed, seed, set_debug,
+                      set_default_dtype, set_rng_state)
+from .dtypes import dtype  # torch.dtype: isinstance(minifused.float32, minifused.dtype)
+from .dtypes import public as _public_dtype
+
+float16, bfloat16, float32, float64 = (_public_dtype(d) for d in backend.FLOAT_DTYPES)
+int8, uint8, int16, int32, int64, bool_ = (_public_dtype(d) for d in (backend.int8, backend.uint8, backend.int16,
+                                                                      backend.int32, backend.int64, backend.bool_))
+
+
+def get_default_dtype():
+    """The dtype of floating results of creation ops given none (``torch.get_default_dtype``)."""
+    return _public_dtype(backend.get_default_dtype())
+
+
 from .backend import Device as device  # noqa: N813 - minifused.device('cuda') as in PyTorch
 from .tensor import Tensor, set_printoptions
 from .backend import Generator  # noqa: E402 - torch.Generator (cpu)
@@ -79,7 +91,6 @@ cosine_similarity, pairwise_distance = functional.cosine_similarity, functional.
 Tensor.softmax, Tensor.log_softmax = softmax, log_softmax
 clip = clamp  # (the top-level clamp: out= too)
 from .tensor import Size  # noqa: E402 - torch.Size: what .shape and .size() return
-from numpy import dtype  # noqa: E402 - dtypes are NumPy's: isinstance(minifused.float32, minifused.dtype)
 
 
 class finfo:  # noqa: N801 - torch.finfo

@@ -148,7 +148,7 @@ def get_autocast_dtype(device_type):
     none), as ``torch.get_autocast_dtype``."""
     if device_type not in _AUTOCAST_DEFAULTS:
         raise backend.InputError(f"get_autocast_dtype: device_type must be 'cuda' or 'cpu', got {device_type!r}")
-    return backend.autocast_set_dtypes().get(device_type, _AUTOCAST_DEFAULTS[device_type])
+    return backend.public_dtype(backend.autocast_set_dtypes().get(device_type, _AUTOCAST_DEFAULTS[device_type]))
 
 
 # PyTorch's device types: is_autocast_available answers False for these (no autocast here) and raises for others
@@ -222,7 +222,7 @@ def set_autocast_enabled(device_type=None, enabled=None):
         return
     device_type = _state_device("set_autocast_enabled", device_type)
     if enabled:
-        backend.autocast_dtypes()[device_type] = get_autocast_dtype(device_type)
+        backend.autocast_dtypes()[device_type] = backend.as_dtype(get_autocast_dtype(device_type))
     else:
         backend.autocast_dtypes().pop(device_type, None)
 
@@ -232,8 +232,9 @@ def set_autocast_dtype(device_type, dtype):
     region without a dtype takes and, while autocast is on there, the lower-precision ops compute in. A floating
     dtype (PyTorch takes any; a lower-precision op here casts to it)."""
     device_type = _state_device("set_autocast_dtype", device_type)
-    if not isinstance(dtype, np.dtype) or not backend.is_floating(dtype):
+    if not backend.is_dtype(dtype) or not backend.is_floating(dtype):
         raise TypeError(f"set_autocast_dtype(): argument 'dtype' must be a floating dtype, got {dtype!r}")
+    dtype = backend.as_dtype(dtype)  # (NumPy's inside)
     backend.autocast_set_dtypes()[device_type] = dtype
     if device_type in backend.autocast_dtypes():
         backend.autocast_dtypes()[device_type] = dtype

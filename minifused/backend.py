@@ -17,12 +17,16 @@ import warnings
 import ml_dtypes
 import numpy as np
 
+from .dtypes import dtype as PublicDtype
+from .dtypes import public as public_dtype  # noqa: F401 - a NumPy dtype as users see it
+
 try:  # CuPy imports without a GPU; whether a device is usable is asked below.
     import cupy
 except ImportError:  # pragma: no cover - cupy is a dependency, but keep cpu usable
     cupy = None
 
 # ---------------------------------------------------------------- dtypes
+# (NumPy's, inside minifused; users get them as minifused.dtype objects: see minifused.dtypes)
 float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
@@ -69,8 +73,14 @@ class NotImplementedInputError(InputError, NotImplementedError):
     PyTorch raises NotImplementedError: that, and still an InputError."""
 
 
+def is_dtype(obj) -> bool:
+    """Whether ``obj`` is a dtype: NumPy's (inside minifused) or a user's :class:`minifused.dtype`."""
+    return isinstance(obj, (np.dtype, PublicDtype))
+
+
 def as_dtype(spec) -> np.dtype:
-    """A NumPy dtype from a dtype, a scalar type or a name ('float32', 'bf16', ...)."""
+    """A NumPy dtype from a dtype (NumPy's or a :class:`minifused.dtype`), a scalar type or a name ('float32',
+    'bf16', ...)."""
     if isinstance(spec, str):
         try:
             return DTYPE_NAMES[spec.lower()]
@@ -84,6 +94,8 @@ _FLOAT_SET = frozenset(FLOAT_DTYPES)
 
 def is_floating(dtype) -> bool:
     """True for float16, bfloat16, float32 and float64 (NumPy does not count bfloat16)."""
+    if type(dtype) is PublicDtype:
+        return dtype.is_floating_point
     return (dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)) in _FLOAT_SET
 
 

@@ -106,7 +106,7 @@ class _Saver:
         data = t._data
         if not isinstance(data, np.ndarray):
             data = self._host_view(data)
-        node = {"tensor": None, "device": str(t.device), "dtype": str(t.dtype)}
+        node = {"tensor": None, "device": str(t.device), "dtype": str(t._data.dtype)}
         if t.requires_grad:
             node["requires_grad"] = True
         if isinstance(t, Parameter):  # loaded back a Parameter, as torch.load gives one
@@ -205,8 +205,8 @@ def _encode(obj, arrays):
         return {type(obj).__name__: [_encode(v, arrays) for v in obj]}
     if isinstance(obj, Size):
         return {"size": list(obj)}
-    if isinstance(obj, np.dtype):
-        return {"dtype": str(obj)}
+    if backend.is_dtype(obj):
+        return {"dtype": np.dtype(obj).name}
     if isinstance(obj, backend.Device):
         return {"device": str(obj)}
     if isinstance(obj, argparse.Namespace):  # a training script's arguments, kept beside its weights
@@ -458,8 +458,8 @@ def _decode(node, archive, map_location, path, depth=0):
         return out
     if "namespace" in node:
         return argparse.Namespace(**_decode(node["namespace"], archive, map_location, path, depth + 1))
-    if "dtype" in node and len(node) == 1:
-        return _named_dtype(node["dtype"], path)
+    if "dtype" in node and len(node) == 1:  # (a dtype object the user saved: theirs back)
+        return backend.public_dtype(_named_dtype(node["dtype"], path))
     if "device" in node and len(node) == 1:
         return backend.Device(node["device"])
     if "path" in node and len(node) == 1 and isinstance(node["path"], str):

@@ -20,7 +20,7 @@ import weakref
 import ml_dtypes
 import numpy as np
 
-from . import autograd, backend
+from . import autograd, backend, dtypes
 from .kernels import c_contiguous, empty_like_layout, is_channels_last
 from .backend import DtypeNotImplementedError, InputError, InputTypeError
 
@@ -240,8 +240,8 @@ class Tensor:
         return tuple.__new__(Size, self._data.shape)
 
     @property
-    def dtype(self):
-        return self._data.dtype
+    def dtype(self) -> dtypes.dtype:
+        return dtypes.public(self._data.dtype)
 
     @property
     def device(self) -> backend.Device:

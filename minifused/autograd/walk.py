@@ -161,7 +161,7 @@ def _run_node(ctx, pending, leaves, consumers):
             continue
         # a gradient in its input's dtype, as PyTorch's engine casts it (an array op can widen one: CuPy computes
         # bfloat16 with a Python number in float32)
-        dtype = t.dtype if t._ctx is None else t._ctx.out_meta[t._out_index][1]
+        dtype = t._data.dtype if t._ctx is None else t._ctx.out_meta[t._out_index][1]
         if getattr(g, "dtype", dtype) != dtype:
             g = g.astype(dtype)
         if t._ctx is None:

@@ -382,7 +382,7 @@ def _softmax_dim(op, input, dim, dtype):
         input = _cast(input, dtype)
     elif op != "softmax_":  # a cuda autocast region computes softmax in float32 unless a dtype is asked for
         (input,) = _autocast_float32(input, devices=_CUDA)
-    if input.dtype not in _NORM_DTYPES:  # (PyTorch's NotImplementedError)
+    if input._data.dtype not in _NORM_DTYPES:  # (PyTorch's NotImplementedError)
         raise _backend.DtypeNotImplementedError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got "
                                                 f"{input.dtype}")
     if dim is None:  # PyTorch's legacy implicit choice, warned as there
@@ -439,7 +439,7 @@ def _check_class_loss(op, input, target, reduction):
                              f"{type(target).__name__}")
     if reduction not in _REDUCTIONS:
         raise InputError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    if input.dtype not in _NORM_DTYPES:  # (PyTorch's NotImplementedError)
+    if input._data.dtype not in _NORM_DTYPES:  # (PyTorch's NotImplementedError)
         raise _backend.DtypeNotImplementedError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got "
                                                 f"{input.dtype}")
 
@@ -447,7 +447,7 @@ def _check_class_loss(op, input, target, reduction):
 def _class_rows(op, input, target, weight, ignore_index, reduction):
     """Validate, then (input as (M, C), target as (M,), output shape for 'none')."""
     _check_class_loss(op, input, target, reduction)
-    if target.dtype.kind not in "iu":
+    if target._data.dtype.kind not in "iu":
         if _backend.is_floating(target.dtype) and tuple(target.shape) == tuple(input.shape):
             raise NotImplementedError(f"{op}: class-probability targets are not supported; pass class "
                                       f"indices (int64)")

@@ -24,7 +24,8 @@ _TORCH_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half"
 
 
 def _dtype_name(t):
-    return _TORCH_DTYPE_NAMES.get(str(t.dtype), str(t.dtype))
+    name = t._data.dtype.name
+    return _TORCH_DTYPE_NAMES.get(name, name)
 
 
 def bilinear(input1, input2, weight, bias=None):

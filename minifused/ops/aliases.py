@@ -174,6 +174,10 @@ def result_type(tensor1, tensor2):
     """The dtype minifused's binary ops give for these operands (tensors or Python numbers), PyTorch's rule:
     for two tensors ``promote_types``, except that a 0-d tensor beside a dimensioned one counts only where it
     is of a higher kind; the tensor's dtype unless a number is of a higher kind."""
+    return backend.public_dtype(_result_type(tensor1, tensor2))
+
+
+def _result_type(tensor1, tensor2):
     d1, d2 = _operand_dtype("result_type", tensor1), _operand_dtype("result_type", tensor2)
     if d1 is not None and d2 is not None:
         return tensors_result_dtype(tensor1, tensor2)
@@ -189,7 +193,7 @@ def result_type(tensor1, tensor2):
 def promote_types(type1, type2):
     """The smallest dtype both promote to (PyTorch's rule: float beats integer; float16 with bfloat16 gives
     float32)."""
-    return promote(backend.as_dtype(type1), backend.as_dtype(type2))
+    return backend.public_dtype(promote(backend.as_dtype(type1), backend.as_dtype(type2)))
 
 
 def can_cast(from_, to):

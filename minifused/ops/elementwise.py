@@ -868,7 +868,7 @@ def abs(input):  # noqa: A001 - PyTorch's name
 tanh = _float_unary(Tanh, "tanh")
 sigmoid = _float_unary(Sigmoid, "sigmoid")
 def _no_bool_relu(x):
-    if x.dtype == backend.bool_:  # (PyTorch refuses it rather than return the input)
+    if x._data.dtype == backend.bool_:  # (PyTorch refuses it rather than return the input)
         raise InputTypeError("relu: Boolean inputs not supported for relu")
 
 

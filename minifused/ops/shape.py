@@ -181,13 +181,13 @@ def view(x, *shape, dtype=None, size=None):
     """``reshape`` that never copies: as in PyTorch, a shape the strides cannot express raises. ``view(dtype)`` (or
     ``view(dtype=...)``) reads x's memory as another dtype instead (see :func:`view_dtype`); ``size=`` is the
     shape as a keyword, as PyTorch's."""
-    if dtype is not None or size is not None or (len(shape) == 1 and isinstance(shape[0], np.dtype)):
+    if dtype is not None or size is not None or (len(shape) == 1 and backend.is_dtype(shape[0])):
         if dtype is not None and not shape and size is None:
             return view_dtype(x, dtype)
-        if len(shape) == 1 and isinstance(shape[0], np.dtype) and dtype is None and size is None:
+        if len(shape) == 1 and backend.is_dtype(shape[0]) and dtype is None and size is None:
             return view_dtype(x, shape[0])
         if size is None or shape or dtype is not None:
-            kind = lambda a: "dtype" if isinstance(a, np.dtype) else type(a).__name__  # noqa: E731
+            kind = lambda a: "dtype" if backend.is_dtype(a) else type(a).__name__  # noqa: E731
             given = [kind(a) for a in shape] + [f"{k}={kind(v)}" for k, v in (("dtype", dtype), ("size", size))
                                                 if v is not None]
             raise InputTypeError(f"view() received an invalid combination of arguments - got ({', '.join(given)}), "
@@ -218,7 +218,7 @@ def view_dtype(x, dtype):
     its version counter (an in-place write through either bumps both, so a backward that saved the other refuses)
     but not its history: as PyTorch's, it never requires grad, and it is no autograd view of x (a write through it
     is not recorded on x, nor refused where x is a leaf that requires grad)."""
-    if not isinstance(dtype, np.dtype) or dtype not in _VIEW_DTYPES:
+    if not backend.is_dtype(dtype) or dtype not in _VIEW_DTYPES:
         raise InputTypeError(f"view: expected a dtype (one of {', '.join(sorted({d.name for d in _VIEW_DTYPES}))}) "
                              f"or sizes, got {dtype!r}")
     a = x._data

@@ -389,7 +389,7 @@ def to_dense(self, dtype=None, *, masked_grad=True):
     code that densifies a sparse gradient (``weight.grad.to_dense()``) reads the same values."""
     if dtype is None:
         return self
-    if not isinstance(dtype, np.dtype):
+    if not backend.is_dtype(dtype):
         raise TypeError(f"to_dense(): argument 'dtype' (position 1) must be minifused.dtype, not "
                         f"{type(dtype).__name__}")
     return self.to(dtype)

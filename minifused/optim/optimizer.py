@@ -370,7 +370,8 @@ class Optimizer:
     # ------------------------------------------------------------ per-parameter state helpers
     def _state_dtype(self, p):
         """dtype of p's floating state: fp32 for a low-precision parameter with master weights."""
-        return backend.float32 if self.master_weights and p.dtype in _LOW_PRECISION else p.dtype
+        d = p._data.dtype
+        return backend.float32 if self.master_weights and d in _LOW_PRECISION else d
 
     def _new_state(self, p, like=None, fill=0.0):
         """A state tensor of p's shape and state dtype filled with ``fill`` (a copy of ``like`` when
@@ -428,7 +429,7 @@ class Optimizer:
 
     def _master(self, p, st):
         """p's fp32 master weights (created from p on first use), or None without master weights."""
-        if self._state_dtype(p) == p.dtype:
+        if self._state_dtype(p) == p._data.dtype:
             return None
         if "master" not in st:
             st["master"] = self._new_state(p, like=p._data)
@@ -439,7 +440,7 @@ class Optimizer:
         device, the kernels' to read and rewrite (``initial`` on first use; numbers and one-element tensors from
         a state dict converted)."""
         v = st.get(key, initial)
-        if not (isinstance(v, Tensor) and v.device == p.device and v.dtype == backend.float32 and v.ndim == 0):
+        if not (isinstance(v, Tensor) and v.device == p.device and v._data.dtype == backend.float32 and v.ndim == 0):
             _refuse_in_capture(f"{type(self).__name__}: creating parameter state")
             value = float(v.item()) if isinstance(v, Tensor) else float(v)
             with backend.on_device(p.device):
@@ -450,7 +451,7 @@ class Optimizer:
     def _step_count(p, st):
         """``st["step"]`` as a 0-d int64 array on p's device (ints from a state dict are converted)."""
         t = st.get("step", 0)
-        if not (isinstance(t, Tensor) and t.device == p.device and t.dtype == backend.int64):
+        if not (isinstance(t, Tensor) and t.device == p.device and t._data.dtype == backend.int64):
             _refuse_in_capture("converting an optimizer step count to a device counter")
             value = int(t.item()) if isinstance(t, Tensor) else int(t)
             with backend.on_device(p.device):
