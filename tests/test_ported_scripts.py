@@ -34,7 +34,7 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "semisupervised_idioms[fixmatch]", "semisupervised_idioms[meanteacher]", "semisupervised_idioms[robust]",
            "efficient_mlp_idioms[moe]", "efficient_mlp_idioms[einsum]", "efficient_mlp_idioms[quant]",
            "efficient_mlp_idioms[lowrank]", "selfsupervised_idioms[simclr]", "selfsupervised_idioms[infonce]",
-           "selfsupervised_idioms[byol]", "selfsupervised_idioms[moco]")
+           "selfsupervised_idioms[byol]", "selfsupervised_idioms[moco]", "selfsupervised_idioms[barlow]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -185,6 +185,7 @@ CPU_ARGS = {
     "selfsupervised_idioms[byol]": ["--method", "byol", "--steps", "20", "--seed", "0"],
     # a queue of real keys from the start: from random ones the loss first rises while keys displace them
     "selfsupervised_idioms[moco]": ["--method", "moco", "--queue-init", "keys", "--steps", "20", "--seed", "0"],
+    "selfsupervised_idioms[barlow]": ["--method", "barlow", "--steps", "20", "--seed", "0"],
 }
 
 
@@ -337,15 +338,17 @@ PARITY_ARGS = {
     "efficient_mlp_idioms[quant]": ["--arch", "quant", "--steps", str(PARITY_STEPS), "--seed", "3"],
     "efficient_mlp_idioms[lowrank]": ["--arch", "lowrank", "--steps", str(PARITY_STEPS), "--seed", "3"],
     # lower lrs: at the defaults PyTorch's own run moves under a 1e-6 weight perturbation (simclr at 0.0375 by 2e-2,
-    # infonce by 2.1e-2, byol at 3e-3 by 1.8e-2 from step 1, moco at 0.06 by 6.7e-4) as BatchNorm over 32 images and
-    # the ReLU kinks amplify; at these PyTorch's perturbed runs stay within 2.5e-4. moco keeps the random queue,
-    # drawn by PyTorch's generator and handed over by the init hook
+    # infonce by 2.1e-2, byol at 3e-3 by 1.8e-2 from step 1, moco at 0.06 by 6.7e-4, barlow at 0.2 by 5e-2 from step
+    # 2) as BatchNorm over 32 images and the ReLU kinks amplify; at these PyTorch's perturbed runs stay within 2.8e-4.
+    # moco keeps the random queue, drawn by PyTorch's generator and handed over by the init hook
     "selfsupervised_idioms[simclr]": ["--method", "simclr", "--lr", "0.003", "--steps", str(PARITY_STEPS), "--seed",
                                       "3"],
     "selfsupervised_idioms[infonce]": ["--method", "simclr", "--loss", "infonce", "--lr", "0.003", "--steps",
                                        str(PARITY_STEPS), "--seed", "3"],
     "selfsupervised_idioms[byol]": ["--method", "byol", "--lr", "1e-4", "--steps", str(PARITY_STEPS), "--seed", "3"],
     "selfsupervised_idioms[moco]": ["--method", "moco", "--lr", "0.005", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "selfsupervised_idioms[barlow]": ["--method", "barlow", "--lr", "0.002", "--steps", str(PARITY_STEPS), "--seed",
+                                      "3"],
 }
 
 

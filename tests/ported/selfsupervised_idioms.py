@@ -28,6 +28,12 @@ the channel normalization. ``--method`` picks the recipe:
   and restored by ``argsort``; logits by ``torch.einsum("nc,nc->n", [q, k])``
   and ``torch.einsum("nc,ck->nk", [q, queue])``, ``torch.zeros(N, dtype=torch.long)`` labels; SGD whose
   ``param_group["lr"]`` a hand-written cosine ``adjust_learning_rate`` sets every step.
+- ``barlow``: Barlow Twins: a projector of bias-free ``nn.Linear`` s, the cross-correlation of the two views'
+  ``BatchNorm1d(affine=False)``-ed embeddings (``c.div_``), its diagonal's loss by in-place ops on the
+  ``torch.diagonal`` view inside the graph (``add_(-1).pow_(2)``), the off-diagonal elements by the
+  ``flatten()[:-1].view(n - 1, n + 1)[:, 1:]`` trick; a hand-written LARS (a ``torch.optim.Optimizer`` subclass
+  with a ``@torch.no_grad()`` ``step``, per-parameter ``self.state``, the trust ratio by nested ``torch.where``,
+  biases and norms filtered out by ``p.ndim == 1``) over two param groups whose lrs it sets every step.
 
 At the end every recipe evaluates its frozen backbone (``eval()``, features under ``torch.no_grad()``): a kNN
 monitor (MoCo's demo: ``torch.mm`` against the feature bank, ``topk``, ``torch.gather`` of the bank's labels, a
@@ -407,6 +413,106 @@ def moco_step(model, images, augment, criterion):
     return criterion(logits, labels)
 
 
+# ------------------------------------------------------------------------------------------------ Barlow Twins
+
+
+def off_diagonal(x):
+    """A flattened view of the off-diagonal elements of a square matrix."""
+    n, m = x.shape
+    assert n == m
+    return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
+
+
+class BarlowTwins(nn.Module):
+    def __init__(self, batch_size, sizes=(64, 128, 128), lambd=0.005):
+        super().__init__()
+        self.batch_size, self.lambd = batch_size, lambd
+        self.backbone = ResNet()
+        self.backbone.fc = nn.Identity()
+        layers = []
+        for i in range(len(sizes) - 2):
+            layers.append(nn.Linear(sizes[i], sizes[i + 1], bias=False))
+            layers.append(nn.BatchNorm1d(sizes[i + 1]))
+            layers.append(nn.ReLU(inplace=True))
+        layers.append(nn.Linear(sizes[-2], sizes[-1], bias=False))
+        self.projector = nn.Sequential(*layers)
+        # normalization layer for the representations z1 and z2
+        self.bn = nn.BatchNorm1d(sizes[-1], affine=False)
+
+    def forward(self, y1, y2):
+        z1 = self.projector(self.backbone(y1))
+        z2 = self.projector(self.backbone(y2))
+        # empirical cross-correlation matrix
+        c = self.bn(z1).T @ self.bn(z2)
+        c.div_(self.batch_size)
+        on_diag = torch.diagonal(c).add_(-1).pow_(2).sum()
+        off_diag = off_diagonal(c).pow_(2).sum()
+        return on_diag + self.lambd * off_diag
+
+
+class LARS(torch.optim.Optimizer):
+    """Barlow Twins' LARS: SGD with momentum whose update a layer-wise trust ratio scales, biases and norms
+    excluded from the decay and the adaptation by the filters."""
+
+    def __init__(self, params, lr, weight_decay=0, momentum=0.9, eta=0.001, weight_decay_filter=None,
+                 lars_adaptation_filter=None):
+        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, eta=eta,
+                        weight_decay_filter=weight_decay_filter, lars_adaptation_filter=lars_adaptation_filter)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self):
+        for g in self.param_groups:
+            for p in g["params"]:
+                dp = p.grad
+                if dp is None:
+                    continue
+                if g["weight_decay_filter"] is None or not g["weight_decay_filter"](p):
+                    dp = dp.add(p, alpha=g["weight_decay"])
+                if g["lars_adaptation_filter"] is None or not g["lars_adaptation_filter"](p):
+                    param_norm = torch.norm(p)
+                    update_norm = torch.norm(dp)
+                    one = torch.ones_like(param_norm)
+                    q = torch.where(param_norm > 0., torch.where(update_norm > 0, (g["eta"] * param_norm / update_norm),
+                                                                 one), one)
+                    dp = dp.mul(q)
+                param_state = self.state[p]
+                if "mu" not in param_state:
+                    param_state["mu"] = torch.zeros_like(p)
+                mu = param_state["mu"]
+                mu.mul_(g["momentum"]).add_(dp)
+                p.add_(mu, alpha=-g["lr"])
+
+
+def exclude_bias_and_norm(p):
+    return p.ndim == 1
+
+
+def barlow_optimizer(model, args):
+    param_weights, param_biases = [], []
+    for param in model.parameters():
+        if param.ndim == 1:
+            param_biases.append(param)
+        else:
+            param_weights.append(param)
+    parameters = [{"params": param_weights}, {"params": param_biases}]
+    return LARS(parameters, lr=0, weight_decay=args.weight_decay, weight_decay_filter=exclude_bias_and_norm,
+                lars_adaptation_filter=exclude_bias_and_norm)
+
+
+def barlow_learning_rate(optimizer, step, args):
+    """Barlow Twins' schedule: a linear warm-up, then a cosine to 0.001 of the base; the biases' rate 0.024 / 0.2
+    of the weights'."""
+    base_lr = args.lr
+    if step < args.warmup:
+        lr = base_lr * (step + 1) / args.warmup
+    else:
+        q = 0.5 * (1 + math.cos(math.pi * (step - args.warmup) / max(1, args.steps - args.warmup)))
+        lr = base_lr * (q * (1 - 0.001) + 0.001)
+    optimizer.param_groups[0]["lr"] = lr
+    optimizer.param_groups[1]["lr"] = lr * 0.024 / 0.2
+
+
 # ------------------------------------------------------------------------------------------------ evaluation
 
 
@@ -465,13 +571,13 @@ def warmup_cosine(warmup_steps, total_steps):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--method", choices=("simclr", "byol", "moco"), default="simclr")
+    p.add_argument("--method", choices=("simclr", "byol", "moco", "barlow"), default="simclr")
     p.add_argument("--loss", choices=("ntxent", "infonce"), default="ntxent", help="SimCLR's loss")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--train-size", type=int, default=256)
     p.add_argument("--lr", type=float, default=None,
-                   help="default: SimCLR's 0.3 x batch-size / 256, 3e-3 (byol), 0.06 (moco)")
+                   help="default: SimCLR's 0.3 x batch-size / 256, 3e-3 (byol), 0.06 (moco), 0.2 (barlow)")
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--warmup", type=int, default=3, help="warm-up steps of the LambdaLR")
     p.add_argument("--temperature", type=float, default=0.2, help="SimCLR's temperature")
@@ -488,7 +594,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.lr is None:
-        args.lr = {"simclr": 0.3 * args.batch_size / 256, "byol": 3e-3, "moco": 0.06}[args.method]
+        args.lr = {"simclr": 0.3 * args.batch_size / 256, "byol": 3e-3, "moco": 0.06, "barlow": 0.2}[args.method]
     return args
 
 
@@ -507,6 +613,8 @@ def main(argv=None, init=None):
         model = SimCLR().to(device)
     elif args.method == "byol":
         model = BYOL().to(device)
+    elif args.method == "barlow":
+        model = BarlowTwins(args.batch_size).to(device)
     else:
         model = MoCo(ResNet, K=args.moco_k, m=args.moco_m, T=args.moco_t).to(device)
     if init is not None:
@@ -522,9 +630,14 @@ def main(argv=None, init=None):
         # the target's parameters need no optimizer
         optimizer = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()), lr=args.lr,
                                      weight_decay=args.weight_decay)
+    elif args.method == "barlow":
+        optimizer = barlow_optimizer(model, args)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=args.weight_decay)
-    scheduler = LambdaLR(optimizer, warmup_cosine(args.warmup, args.steps)) if args.method != "moco" else None
+    # MoCo and Barlow Twins set their param groups' lr by hand every step
+    scheduler = None
+    if args.method in ("simclr", "byol"):
+        scheduler = LambdaLR(optimizer, warmup_cosine(args.warmup, args.steps))
     criterion = nn.CrossEntropyLoss().to(device)
 
     losses = []
@@ -537,6 +650,9 @@ def main(argv=None, init=None):
             loss = moco_step(model, images, augment, criterion)
         elif args.method == "byol":
             loss = byol_step(model, images, augment, args)
+        elif args.method == "barlow":
+            barlow_learning_rate(optimizer, step, args)
+            loss = model(augment.view(images, blur=1.0), augment.view(images, blur=0.1, solarize=0.2))
         else:
             loss = simclr_step(model, images, augment, args)
         optimizer.zero_grad()
