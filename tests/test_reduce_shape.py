@@ -315,6 +315,45 @@ def test_einsum_bad_equations():
         mf.einsum("i,i", t64(rnd(2)), np.ones(2))
 
 
+@pytest.mark.parametrize("sublists,shapes", [
+    (([0, 1, 2], [0, 2, 3], [0, 1, 3]), [(2, 3, 4), (2, 4, 5)]), (([..., 1, 2], [..., 2, 3], [..., 1, 3]),
+                                                                 [(2, 3, 4), (4, 5)]),
+    (([0, 30], [30, 51]), [(3, 4), (4, 5)]), (([26, 1], [26, 2]), [(4, 3), (4, 5)]), (([1, 1], []), [(3, 3)]),
+    (([0, 0],), [(3, 3)])])
+def test_einsum_sublist_format_follows_pytorch(sublists, shapes):
+    """torch.einsum(op1, sublist1, op2, sublist2, ..., [sublist_out]): 0-25 spell 'A'-'Z', 26-51 'a'-'z' (the
+    implicit output's order), Ellipsis '...'; against NumPy's sublist einsum, and PyTorch's where importable."""
+    arrays = [rnd(*s, seed=i) for i, s in enumerate(shapes)]
+    out_sublist = list(sublists[len(arrays):])
+
+    def spelled(operands):
+        return [x for pair in zip(operands, sublists) for x in pair] + out_sublist
+
+    out = mf.einsum(*spelled([t64(a) for a in arrays]))
+    expected = np.einsum(*spelled(arrays))
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-12, atol=1e-12)
+    try:
+        import torch
+    except ImportError:
+        pass
+    else:
+        np.testing.assert_allclose(out.detach().numpy(), torch.einsum(*spelled([torch.tensor(a) for a in arrays])),
+                                   rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *v: mf.einsum(*spelled(v)), [t64(a) for a in arrays])
+
+
+def test_einsum_sublist_bad_subscripts():
+    x = t64(rnd(2, 3))
+    with pytest.raises(ValueError, match=r"einsum: subscript 52 in the sublist of operand 0 is not in \[0, 52\)"):
+        mf.einsum(x, [0, 52])
+    with pytest.raises(TypeError, match="einsum: subscripts in the sublist of the output must be ints or Ellipsis, "
+                                        "got float"):
+        mf.einsum(x, [0, 1], [1.0])
+    with pytest.raises(TypeError, match="einsum: expected a list of subscripts for the output, got Tensor"):
+        mf.einsum(x, [0, 1], x)
+
+
 # ---------------------------------------------------------------- matrix products, movement
 def test_mm_bmm_dot_outer_addmm_t_values():
     a, b, c = rnd(3, 4), rnd(4, 5, seed=1), rnd(2, 3, 4, seed=2)

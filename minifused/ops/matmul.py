@@ -385,11 +385,40 @@ def _einsum_terms(equation, shapes):
     return terms, output, sizes
 
 
+def _sublist_equation(args):
+    """PyTorch's sublist format, ``einsum(op1, sublist1, op2, sublist2, ..., [sublist_out])``: (the equation
+    it spells, the operands). Subscript ``n`` is 'A' + n below 26, 'a' + n - 26 below 52; ``...`` is '...'."""
+    def letters(sublist, where):
+        if not isinstance(sublist, (list, tuple)):
+            raise InputTypeError(f"einsum: expected a list of subscripts for {where}, got {type(sublist).__name__}")
+        out = []
+        for n in sublist:
+            if n is Ellipsis:
+                out.append("...")
+            elif not isinstance(n, int) or isinstance(n, bool):
+                raise InputTypeError(f"einsum: subscripts in the sublist of {where} must be ints or Ellipsis, got "
+                                     f"{type(n).__name__}")
+            elif 0 <= n < 52:
+                out.append(chr(ord("A") + n) if n < 26 else chr(ord("a") + n - 26))
+            else:
+                raise InputError(f"einsum: subscript {n} in the sublist of {where} is not in [0, 52)")
+        return "".join(out)
+
+    operands = args[0:len(args) - len(args) % 2:2]
+    equation = ",".join(letters(sub, f"operand {i}") for i, sub in enumerate(args[1::2][:len(operands)]))
+    if len(args) % 2:
+        equation += "->" + letters(args[-1], "the output")
+    return equation, tuple(operands)
+
+
 def einsum(equation: str, *operands) -> Tensor:
-    """Einstein summation as ``torch.einsum``: ``einsum('bij,bjk->bik', a, b)`` or with the operands in
-    one list; '...' for leading (broadcast) dims, implicit output (the letters named once, sorted),
-    repeated subscripts for traces and diagonals. Size-1 dims broadcast against their subscript's size."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+    """Einstein summation as ``torch.einsum``: ``einsum('bij,bjk->bik', a, b)``, with the operands in one
+    list, or in the sublist format (``einsum(a, [0, 1], b, [1, 2], [0, 2])``); '...' for leading (broadcast)
+    dims, implicit output (the letters named once, sorted), repeated subscripts for traces and diagonals.
+    Size-1 dims broadcast against their subscript's size."""
+    if isinstance(equation, Tensor):
+        equation, operands = _sublist_equation((equation,) + operands)
+    elif len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not isinstance(equation, str):
         raise InputTypeError(f"einsum: the equation must be a str, got {type(equation).__name__}")
