@@ -296,6 +296,16 @@ def test_in_place_triangles_index_copy_fill_diagonal_and_their_gradients(device)
     q.fill_diagonal_(0.0)
     q.sum().backward()
     assert p.grad.tolist() == (1 - np.eye(3)).tolist()
+    # PyTorch's refusals (a leaf, a view of one; a value a backward saved), naming fill_diagonal_
+    with pytest.raises(RuntimeError, match="fill_diagonal_: a leaf Variable that requires grad is being used in an "
+                                           "in-place operation"):
+        p.fill_diagonal_(0.0)
+    with pytest.raises(RuntimeError, match="fill_diagonal_: a view of a leaf Variable that requires grad"):
+        p[:2].fill_diagonal_(0.0)
+    e = p.exp()
+    e.fill_diagonal_(0.0)
+    with pytest.raises(RuntimeError, match=r"modified by an in-place operation \(last by fill_diagonal_\)"):
+        e.sum().backward()
 
 
 def test_argwhere_ger_sum_to_size_and_detach_(device):

@@ -155,7 +155,7 @@ def fill_diagonal_(input, fill_value, wrap=False):  # noqa: A002 - PyTorch's nam
         index = (flat // max(cols, 1), flat % max(cols, 1))
     else:
         index = (xp.arange(input.shape[0], dtype=xp.int64),) * input.ndim
-    return setitem(input, tuple(Tensor._from_array(i) for i in index), fill_value)
+    return setitem(input, tuple(Tensor._from_array(i) for i in index), fill_value, op=op)
 
 
 __all__ = ["diagonal", "diag_embed", "diagflat", "trace", "block_diag"]

@@ -258,7 +258,7 @@ class GetItem(Function):
     def write_back(base, ctx, view, op):
         """``y[i].mul_(2)``: the in-place op's result written into ``base`` as ``base[i] = view`` (recorded), so
         that base's history includes it, as Python's ``y[i] *= 2`` does."""
-        _write(base, ctx.index, view)
+        _write(base, ctx.index, view, "setitem")
 
     @staticmethod
     def forward(ctx, x, index):
@@ -406,13 +406,14 @@ def _written_back(x, index, value):
     return autograd.same_region(value._data, x._data[index])
 
 
-def setitem(x, index, value):
+def setitem(x, index, value, op="setitem"):
     """``x[index] = value`` in place (bumping ``x``'s version), recorded on the tape when ``x`` or
-    ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch."""
+    ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch. ``op``: the in-place op
+    written through setitem (``fill_diagonal_``), the name its refusals and the version counter record."""
     if _written_back(x, index, value):
-        autograd.refuse_view_of_grad_leaf("setitem", x)
+        autograd.refuse_view_of_grad_leaf(op, x)
         return x
-    return _write(x, index, value)
+    return _write(x, index, value, op)
 
 
 def _value_array(x, value):
@@ -445,9 +446,9 @@ def _casts_into(index, value):
             and value.device.type == "cpu")
 
 
-def _write(x, index, value):
+def _write(x, index, value, op):
     stages = _normalize_index(x, index, "setitem")
-    autograd.refuse_view_of_grad_leaf("setitem", x)
+    autograd.refuse_view_of_grad_leaf(op, x)
     if x._rewritten is not None and isinstance(value, Tensor) and _basic(index):
         autograd.settle_view_write(x, value._data, x._data[index])
     if isinstance(value, Tensor):
@@ -470,4 +471,4 @@ def _write(x, index, value):
     if hasattr(raw, "shape") and _xp(x._data).may_share_memory(x._data, raw):
         raw = backend.copy(raw)  # x[1:] = x[:-1]: read everything before writing
         value = raw if not isinstance(value, Tensor) else value.clone()
-    return SetItem.apply_("setitem", x, value, stages)
+    return SetItem.apply_(op, x, value, stages)
