@@ -261,7 +261,9 @@ class Tensor:
 
     @property
     def grad_fn(self):
-        return None if self._ctx is None else self._ctx.fn
+        """The node of the op that made this tensor (an ``autograd.graph.Node``: ``name()``, ``next_functions``),
+        None for a leaf."""
+        return None if self._ctx is None else autograd.graph.node_of(self._ctx)
 
     @property
     def _base(self):

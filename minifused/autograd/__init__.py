@@ -43,9 +43,10 @@ from . import functional  # noqa: E402 - torch.autograd.functional: jacobian, vj
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402 - shadows its module, as PyTorch's
 from .variable import Variable  # noqa: E402
 from . import anomaly_mode, grad_mode  # noqa: E402 - PyTorch's module paths of the modes
+from . import graph  # noqa: E402 - torch.autograd.graph: the nodes tensor.grad_fn shows
 
 __all__ = ["Context", "Function", "GradcheckError", "Handoff", "Variable", "VersionCounter", "anomaly_mode", "backward",
-           "detect_anomaly", "enable_grad", "functional", "grad", "grad_mode", "gradcheck", "gradgradcheck",
+           "detect_anomaly", "enable_grad", "functional", "grad", "grad_mode", "graph", "gradcheck", "gradgradcheck",
            "inference_mode", "is_anomaly_check_nan_enabled", "is_anomaly_enabled", "is_grad_enabled", "no_grad",
            "queue_callback", "refuse_internal_overlap", "refuse_view_of_grad_leaf", "set_detect_anomaly",
            "set_grad_enabled"]

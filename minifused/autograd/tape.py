@@ -90,7 +90,7 @@ class Context:
     """
 
     __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions", "out_meta", "hooks",
-                 "retained", "freed", "view_version", "seq", "user_ctx", "__dict__", "__weakref__")
+                 "retained", "freed", "view_version", "seq", "user_ctx", "node", "__dict__", "__weakref__")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
