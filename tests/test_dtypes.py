@@ -120,3 +120,22 @@ def test_bad_dtype_arguments_still_named():
         x.to_dense("float32")
     with pytest.raises(TypeError, match="set_autocast_dtype"):
         mf.set_autocast_dtype("cpu", mf.int32)
+
+
+@pytest.mark.gpu
+def test_cupy_takes_it_and_cuda_tensors_answer_it():
+    import cupy
+
+    assert cupy.zeros(2, mf.bfloat16).dtype == np.dtype(ml_dtypes.bfloat16)
+    assert cupy.ones(2).astype(mf.float16).dtype == np.float16
+    x = mf.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="cuda")
+    assert x.dtype is mf.float32 and x.to(mf.bfloat16).dtype is mf.bfloat16 and x.half().dtype is mf.float16
+    assert mf.zeros(2, dtype=mf.float16, device="cuda").dtype is mf.float16
+    layer = mf.nn.Linear(3, 4).to("cuda")
+    with mf.autocast("cuda", dtype=mf.bfloat16):
+        y = layer(x)
+    assert y.dtype is mf.bfloat16
+    y.float().sum().backward()
+    assert layer.weight.grad.dtype is mf.float32
+    expected = np.ones((4, 1), np.float32) * x.cpu().numpy().astype(ml_dtypes.bfloat16).astype(np.float32).sum(0)
+    np.testing.assert_allclose(layer.weight.grad.cpu().numpy(), expected, rtol=1e-2)
