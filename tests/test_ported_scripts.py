@@ -36,7 +36,7 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "efficient_mlp_idioms[moe]", "efficient_mlp_idioms[einsum]", "efficient_mlp_idioms[quant]",
            "efficient_mlp_idioms[lowrank]", "selfsupervised_idioms[simclr]", "selfsupervised_idioms[infonce]",
            "selfsupervised_idioms[byol]", "selfsupervised_idioms[moco]", "selfsupervised_idioms[barlow]",
-           "yolo_training_idioms")
+           "yolo_training_idioms", "diffusion_idioms[eps]", "diffusion_idioms[v]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -193,6 +193,10 @@ CPU_ARGS = {
     "selfsupervised_idioms[barlow]": ["--method", "barlow", "--steps", "20", "--seed", "0"],
     # lr0 0.2: at YOLOv5's 0.01 the box loss, 0.05 of the total, barely moves within 20 steps
     "yolo_training_idioms": ["--lr0", "0.2", "--steps", "20", "--seed", "0"],
+    "diffusion_idioms[eps]": ["--objective", "eps", "--num-classes", "4", "--weighting", "snr", "--channels", "3",
+                              "--dropout", "0.1", "--steps", "20", "--seed", "0"],
+    "diffusion_idioms[v]": ["--objective", "v", "--beta-schedule", "cosine", "--self-condition", "--offset-noise",
+                            "0.1", "--steps", "20", "--seed", "0"],
 }
 
 
@@ -362,6 +366,12 @@ PARITY_ARGS = {
     # perturbation, or minifused's CPU run) stay within 3e-6 at 1e-4 over the 20 steps
     "yolo_training_idioms": ["--lr0", "1e-4", "--warmup-bias-lr", "1e-4", "--no-shuffle", "--steps",
                              str(PARITY_STEPS), "--seed", "3"],
+    # PyTorch's own runs stay within 1.2e-5 under a 1e-6 perturbation of the weights (the zero-initialised output
+    # conv left at zero: perturbed, it hands Adam gradients near its eps everywhere upstream at the first step)
+    "diffusion_idioms[eps]": ["--objective", "eps", "--num-classes", "4", "--weighting", "snr", "--no-shuffle",
+                              "--steps", str(PARITY_STEPS), "--seed", "3"],
+    "diffusion_idioms[v]": ["--objective", "v", "--beta-schedule", "cosine", "--self-condition", "--offset-noise",
+                            "0.1", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
