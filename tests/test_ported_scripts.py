@@ -36,7 +36,8 @@ SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_tra
            "efficient_mlp_idioms[moe]", "efficient_mlp_idioms[einsum]", "efficient_mlp_idioms[quant]",
            "efficient_mlp_idioms[lowrank]", "selfsupervised_idioms[simclr]", "selfsupervised_idioms[infonce]",
            "selfsupervised_idioms[byol]", "selfsupervised_idioms[moco]", "selfsupervised_idioms[barlow]",
-           "yolo_training_idioms", "diffusion_idioms[eps]", "diffusion_idioms[v]")
+           "yolo_training_idioms", "diffusion_idioms[eps]", "diffusion_idioms[v]",
+           "keypoint_idioms[simple]", "keypoint_idioms[hourglass]", "keypoint_idioms[integral]")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
 # come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
 # shuffling, crops, flips, mixup and cutmix too), style_transfer_idioms (PyTorch's own run, from weights a rounding
@@ -197,6 +198,10 @@ CPU_ARGS = {
                               "--dropout", "0.1", "--steps", "20", "--seed", "0"],
     "diffusion_idioms[v]": ["--objective", "v", "--beta-schedule", "cosine", "--self-condition", "--offset-noise",
                             "0.1", "--steps", "20", "--seed", "0"],
+    "keypoint_idioms[simple]": ["--arch", "simple", "--loss", "mse", "--steps", "12", "--seed", "0"],
+    "keypoint_idioms[hourglass]": ["--arch", "hourglass", "--loss", "ohkm", "--steps", "12", "--seed", "0"],
+    "keypoint_idioms[integral]": ["--arch", "simple", "--loss", "integral", "--flip-back", "index_select", "--floor",
+                                  "floor", "--steps", "12", "--seed", "0"],
 }
 
 
@@ -372,6 +377,15 @@ PARITY_ARGS = {
                               "--steps", str(PARITY_STEPS), "--seed", "3"],
     "diffusion_idioms[v]": ["--objective", "v", "--beta-schedule", "cosine", "--self-condition", "--offset-noise",
                             "0.1", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
+    # lower lrs: at the default 1e-3 PyTorch's own run moves under a 1e-6 weight perturbation (simple by 1.1e-2 from
+    # step 2, integral by 1e-2, the hourglass by 4e-2 from step 1: a ReLU input a rounding away from 0 lands on the
+    # other side, and Adam's normalized steps carry it); at these its perturbed runs stay within 5e-4
+    "keypoint_idioms[simple]": ["--arch", "simple", "--loss", "mse", "--lr", "2e-4", "--no-shuffle", "--steps",
+                                str(PARITY_STEPS), "--seed", "3"],
+    "keypoint_idioms[hourglass]": ["--arch", "hourglass", "--loss", "ohkm", "--lr", "5e-6", "--no-shuffle", "--steps",
+                                   str(PARITY_STEPS), "--seed", "3"],
+    "keypoint_idioms[integral]": ["--arch", "simple", "--loss", "integral", "--flip-back", "index_select", "--floor",
+                                  "floor", "--lr", "2e-4", "--no-shuffle", "--steps", str(PARITY_STEPS), "--seed", "3"],
 }
 
 
