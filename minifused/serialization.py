@@ -47,6 +47,7 @@ import _compat_pickle
 import argparse
 import base64
 import ctypes
+import functools
 import io
 import json
 import math
@@ -60,7 +61,7 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from . import backend
-from .tensor import Size, Tensor
+from .tensor import Size, Tensor, _rebuild_tensor
 from .nn.param import Parameter
 
 FORMAT = "minifused-npz-1"
@@ -471,7 +472,8 @@ def _decode(node, archive, map_location, path, depth=0):
     if "pickle" in node and len(node) == 1:
         _member_header(archive, node["pickle"], path)
         try:
-            return _unpickle(archive[node["pickle"]].tobytes(), archive.weights_only, archive.pickle_load_args)
+            return _unpickle(archive[node["pickle"]].tobytes(), archive.weights_only, archive.pickle_load_args,
+                             map_location)
         except Exception as e:  # the unpickler's (or the user's classes') own error, raised as it is
             raise _UnpicklerError(e) from e
     if len(node) == 1 and ("set" in node or "frozenset" in node):
@@ -664,10 +666,27 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
             f"trust this class/function.")
 
 
-def _unpickle(raw, weights_only, kwargs):
-    """An object :func:`save` pickled: by pickle with ``weights_only=False``, else by the restricted unpickler."""
-    kind = _WeightsOnlyUnpickler if weights_only else pickle.Unpickler
-    return kind(io.BytesIO(raw), **kwargs).load()
+def _unpickle(raw, weights_only, kwargs, map_location=None):
+    """An object :func:`save` pickled: by pickle with ``weights_only=False``, else by the restricted unpickler; the
+    tensors inside it (a whole model's) load where ``map_location`` says, as PyTorch's."""
+    base = _WeightsOnlyUnpickler if weights_only else pickle.Unpickler
+
+    class Unpickler(base):
+        def find_class(self, module, name):
+            found = super().find_class(module, name)
+            return functools.partial(_rebuild_mapped, map_location) if found is _rebuild_tensor else found
+
+    return Unpickler(io.BytesIO(raw), **kwargs).load()
+
+
+def _rebuild_mapped(map_location, cls, data, requires_grad):
+    """A pickled tensor rebuilt on its ``map_location`` target."""
+    saved = str(backend.device_of(data))
+    dev = _target_device(map_location, saved)
+    if dev.type == "cuda" and not backend.cuda_available():
+        raise RuntimeError(f"load: a pickled object holds tensors saved on {saved} but no CUDA device is usable "
+                           f"here; pass map_location='cpu'")
+    return _rebuild_tensor(cls, backend.to_device(data, dev), requires_grad)
 
 _safe_globals = {}  # what add_safe_globals was given (as a dict: insertion order, set semantics)
 

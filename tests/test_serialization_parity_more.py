@@ -161,6 +161,32 @@ def test_other_objects_are_pickled_and_need_weights_only_false_or_an_allowlist()
     assert mf.serialization.get_safe_globals() == []
 
 
+def test_map_location_reaches_the_tensors_of_a_pickled_model():
+    """A whole model in a checkpoint (torch.save pickles it): torch.load's map_location applies to its tensors too,
+    a callable called once per tensor storage with the saved location, as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    calls = {}
+
+    def record(framework):
+        def map_location(storage, location):
+            calls.setdefault(framework, []).append(location)
+            return storage
+        return map_location
+
+    for framework, lib in (("torch", torch), ("minifused", mf)):
+        buf = io.BytesIO()
+        lib.save({"model": lib.nn.Linear(3, 2).half(), "epoch": 1}, buf)
+        buf.seek(0)
+        got = lib.load(buf, map_location=record(framework), weights_only=False)
+        assert got["model"].weight.dtype == lib.float16 and str(got["model"].bias.device) == "cpu"
+        assert isinstance(got["model"].weight, lib.nn.Parameter)
+    assert calls["minifused"] == calls["torch"] == ["cpu", "cpu"]
+    if not backend.cuda_available():  # a cuda target without a usable device is refused, as PyTorch's
+        buf.seek(0)
+        with pytest.raises(RuntimeError, match="no CUDA device is usable"):
+            mf.load(buf, map_location="cuda", weights_only=False)
+
+
 def test_a_view_reaching_outside_its_stored_bytes_is_a_damaged_file(tmp_path):
     import json
     import zipfile
