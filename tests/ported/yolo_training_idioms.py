@@ -616,7 +616,7 @@ def box_iou(box1, box2, eps=1e-7):
     return inter / ((a2 - a1).prod(2) + (b2 - b1).prod(2) - inter + eps)
 
 
-def filter_detections(prediction, conf_thres=0.25, max_det=30):
+def filter_detections(prediction, conf_thres=0.001, max_det=30):  # val.py's threshold
     """Per image (n, 6) detections (xyxy, conf, cls) above ``conf_thres``, best first (no NMS)."""
     output = []
     for x in prediction:
