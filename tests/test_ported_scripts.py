@@ -422,6 +422,10 @@ def _injector(store):
 def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
     if device == "cuda" and name == "sequence_prediction_idioms":
         pytest.skip("a float64 model: minifused's GPU matrix products take 16- and 32-bit floats")
+    if device == "cuda" and name == "yolo_training_idioms":
+        pytest.skip("chaotic past the band (PyTorch's own run moves by 3.6e-3 under a 1e-6 weight perturbation, see "
+                    "PARITY_ARGS): GPU rounding, cuDNN's beside minifused's kernels, differs by more than the 1e-8 "
+                    "perturbation the run holds under; its parity is checked on the cpu")
     if device == "cpu":
         request.getfixturevalue("default_cpu")
     # the heuristic's GEMM algorithms, not the fastest by timing: on a GPU loaded by other tests, timing may pick
