@@ -81,7 +81,7 @@ def _conv2d_run(args, activation):
     """:func:`conv2d` of its checked arguments (``_conv2d_args``'s)."""
     if not args[0].shape[1]:
         return _no_channels(*args)
-    if args[0].dtype in _CONV_INTEGERS:
+    if args[0]._data.dtype in _CONV_INTEGERS:
         return _integer_conv2d(*args, activation)
     return _conv_ops.conv2d(*args, activation)
 
