@@ -2,11 +2,11 @@
 
 Inside minifused every array's dtype is NumPy's (``ml_dtypes`` adds bfloat16). A user's code also asks a dtype
 what PyTorch's answers: ``v.dtype.is_floating_point`` (the EMA of a model's state dict), ``is_signed``,
-``itemsize``; its repr is ``minifused.float32`` (its str the bare name, as messages write it). :class:`dtype` is that object. It carries its NumPy dtype
-as ``.dtype``, which is how NumPy and CuPy take any object with one wherever a dtype goes (``np.zeros(n, d)``,
-``a.astype(d)``); it equals and hashes as that dtype, so dictionaries and comparisons keyed by NumPy's find it;
-NumPy's other attributes (``kind``, ``name``, ``type``) are read through. There is one per NumPy dtype:
-``x.dtype is minifused.float32`` holds, as PyTorch's."""
+``itemsize``; its repr is ``minifused.float32`` (its str the bare name, as messages write it). :class:`dtype` is
+that object. It carries its NumPy dtype (``__numpy_dtype__``, and ``.dtype`` for NumPy before 2.4), which is how
+NumPy and CuPy take it wherever a dtype goes (``np.zeros(n, d)``, ``a.astype(d)``); it equals and hashes as that
+dtype, so dictionaries and comparisons keyed by NumPy's find it; NumPy's other attributes (``kind``, ``name``,
+``type``) are read through. There is one per NumPy dtype: ``x.dtype is minifused.float32`` holds, as PyTorch's."""
 from __future__ import annotations
 
 import ml_dtypes
