@@ -65,7 +65,11 @@ from .tensor import Size, Tensor, _rebuild_tensor
 from .nn.param import Parameter
 
 FORMAT = "minifused-npz-1"
-DEFAULT_PROTOCOL = 2  # torch.save's pickle protocol
+DEFAULT_PROTOCOL = 2  # torch.save's pickle protocol (torch.serialization.DEFAULT_PROTOCOL)
+# the protocol of the objects save pickles when given none: 4, not 2, whose pickled NumPy arrays carry their bytes
+# as latin-1 strings re-encoded on load (a whole model's checkpoint once failed to load so in a long test process,
+# 'buffer size does not match array size', though the same bytes loaded in a fresh one); 4 writes bytes as bytes
+_OBJECT_PROTOCOL = 4
 MAX_DEPTH = 64  # nesting of a checkpoint's tree (a crafted one could nest until the interpreter's stack ends)
 
 
@@ -82,7 +86,7 @@ class _Saver:
     share memory after ``load`` too; each keeps its shape and strides (transposed, channels-last, expanded)."""
 
     def __init__(self, pickle_module=None, pickle_protocol=None):
-        self.pickle_module, self.pickle_protocol = pickle_module or pickle, pickle_protocol or DEFAULT_PROTOCOL
+        self.pickle_module, self.pickle_protocol = pickle_module or pickle, pickle_protocol or _OBJECT_PROTOCOL
         self.arrays = {}
         self.tensors = {}  # id(tensor) -> its index in the file's order of first appearance
         self.pending = []  # (cpu array, node) for every tensor, given their storage once all are known
